@@ -1,0 +1,21 @@
+"""``python -m course_utils doctor | run | bench``."""
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    commands = {
+        "doctor": "course_utils.doctor",  # what this machine can run, lesson by lesson
+        "run": "course_utils.run_notebooks",  # execute every notebook, print a summary
+        "bench": "course_utils.bench",  # lesson benchmarks -> docs/results/
+    }
+    if not argv or argv[0] not in commands:
+        print(f"usage: python -m course_utils {{{'|'.join(commands)}}} [options]", file=sys.stderr)
+        return 2
+    import importlib
+
+    return importlib.import_module(commands[argv[0]]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,35 @@
+"""The ``%%requires`` cell magic.
+
+    %%requires cuda nvcc
+    ...a cell that needs a CUDA GPU and nvcc...
+
+When a requirement is missing the cell prints one line saying what is missing and does not run;
+the notebook goes on. Under ``COURSE_STRICT=1`` (``make test-gpu``) a missing requirement is an
+error, so a GPU run can never pass by skipping. An unknown requirement is always an error that
+lists the known ones.
+"""
+
+from __future__ import annotations
+
+from course_utils import env
+
+
+def requires_magic(line: str, cell: str, ipython=None) -> None:
+    names = line.replace(",", " ").split()
+    if not names:
+        raise ValueError(f"%%requires needs at least one requirement; known: "
+                         f"{env.known_requirements()}")
+    if not env.requires(*names):
+        return
+    result = ipython.run_cell(cell, store_history=False)
+    # run_cell has already shown the traceback; re-raise so the cell itself counts as failed
+    # (nbval and "run all" stop on it) instead of looking green.
+    if not result.success:
+        raise RuntimeError("the cell under %%requires failed (traceback above)") from (
+            result.error_in_exec or result.error_before_exec)
+
+
+def register(ipython) -> None:
+    ipython.register_magic_function(
+        lambda line, cell: requires_magic(line, cell, ipython),
+        magic_kind="cell", magic_name="requires")

@@ -1,0 +1,201 @@
+"""The course's one timing helper.
+
+GPU work is asynchronous: a kernel launch returns to Python long before the kernel finishes, so
+timing it with a wall clock measures the launch, not the work. :func:`benchmark` therefore
+
+1. warms up (the first calls pay for compilation, autotuning, cache misses, allocator growth),
+2. on a GPU, times each call with CUDA events recorded on the stream around it and synchronises
+   before reading them; on the CPU, uses ``time.perf_counter``,
+3. repeats until it has enough samples and reports the median (robust to the odd slow run)
+   together with the spread, so you can see the variance instead of trusting one number.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from course_utils import env
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call times of one benchmarked function, in milliseconds."""
+
+    name: str
+    times_ms: tuple[float, ...]
+    device: str
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times_ms)
+
+    @property
+    def min(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def max(self) -> float:
+        return max(self.times_ms)
+
+    @property
+    def stdev(self) -> float:
+        return statistics.stdev(self.times_ms) if len(self.times_ms) > 1 else 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.times_ms)
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {"name": self.name, "device": self.device, "median_ms": self.median,
+                "mean_ms": self.mean, "min_ms": self.min, "max_ms": self.max,
+                "stdev_ms": self.stdev, "n": self.n}
+
+    def __repr__(self) -> str:
+        return (f"{self.name}: median {format_ms(self.median)} "
+                f"(mean {format_ms(self.mean)} ± {format_ms(self.stdev)}, "
+                f"min {format_ms(self.min)}, max {format_ms(self.max)}, "
+                f"n={self.n}, {self.device})")
+
+
+def format_ms(ms: float) -> str:
+    """A duration with a unit that keeps three significant digits readable."""
+    if ms < 1e-3:
+        return f"{ms * 1e6:.0f} ns"
+    if ms < 1:
+        return f"{ms * 1e3:.1f} µs"
+    if ms < 1e3:
+        return f"{ms:.3g} ms"
+    return f"{ms / 1e3:.3g} s"
+
+
+def _describe(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _pick_device(device: str | torch.device | None, args: Iterable[object]) -> str:
+    if device is not None:
+        kind = torch.device(device).type
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"benchmark(device=...) expected 'cpu' or 'cuda', got {device!r}")
+        if kind == "cuda" and not env.HAS_CUDA:
+            raise ValueError("benchmark(device='cuda') but this machine has no CUDA GPU")
+        return kind
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg.device.type
+    return env.DEFAULT_DEVICE
+
+
+def _call(fn: Callable, args: Sequence, kwargs: dict, name: str, phase: str):
+    try:
+        return fn(*args, **kwargs)
+    except Exception as err:
+        raise RuntimeError(
+            f"benchmark: {name} raised {type(err).__name__} during {phase}: {err}") from err
+
+
+def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,
+              reps: int | None = None, min_time_s: float = 0.2, max_reps: int = 1000,
+              device: str | None = None, **kwargs) -> Timing:
+    """Time ``fn(*args, **kwargs)``; returns a :class:`Timing` (median, mean, min, max, stdev).
+
+    ``reps`` fixes the number of timed calls; by default it is chosen so that timing takes about
+    ``min_time_s`` (at least 5 and at most ``max_reps`` calls). ``device`` is inferred from the
+    first tensor argument, else the default device; pass it when ``fn`` takes no tensors.
+    """
+    if not callable(fn):
+        raise TypeError(f"benchmark(fn=...) expected a callable, got {type(fn).__name__}: "
+                        f"{fn!r:.60}")
+    if warmup < 0 or (reps is not None and reps < 1):
+        raise ValueError(f"benchmark expected warmup >= 0 and reps >= 1, got warmup={warmup}, "
+                         f"reps={reps}")
+    name = name or _describe(fn)
+    kind = _pick_device(device, [*args, *kwargs.values()])
+    sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
+
+    # warm-up, and a first estimate of the cost of one call
+    start = time.perf_counter()
+    for i in range(max(warmup, 1)):
+        _call(fn, args, kwargs, name, "warm-up" if i < warmup else "the first call")
+    sync()
+    per_call = (time.perf_counter() - start) / max(warmup, 1)
+    if reps is None:
+        reps = int(min(max_reps, max(5, min_time_s / max(per_call, 1e-7))))
+
+    times: list[float] = []
+    if kind == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(reps)]
+        for begin, end in events:
+            begin.record()
+            _call(fn, args, kwargs, name, "timing")
+            end.record()
+        torch.cuda.synchronize()
+        times = [begin.elapsed_time(end) for begin, end in events]
+    else:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            _call(fn, args, kwargs, name, "timing")
+            times.append((time.perf_counter() - t0) * 1e3)
+    return Timing(name=name, times_ms=tuple(times), device=kind)
+
+
+def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -> list:
+    """Run ``fn(param)`` for each parameter, with a progress bar; collect the results.
+
+    ``fn`` usually builds inputs for one size and returns :func:`benchmark` of the kernel on
+    them, or a dict of numbers for a table row.
+    """
+    from tqdm.auto import tqdm
+
+    if not callable(fn):
+        raise TypeError(f"sweep(fn=...) expected a callable, got {type(fn).__name__}")
+    params = list(params)
+    results = []
+    for param in tqdm(params, desc=desc, leave=False):
+        results.append(fn(param, **bench_kwargs) if bench_kwargs else fn(param))
+    return results
+
+
+def tflops(flop: float, ms: float) -> float:
+    """Achieved TFLOP/s for ``flop`` floating-point operations done in ``ms`` milliseconds."""
+    return flop / (ms * 1e-3) / 1e12
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """Achieved GB/s (1e9 bytes per second) for ``nbytes`` moved in ``ms`` milliseconds."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def matmul_flop(m: int, n: int, k: int) -> int:
+    """FLOPs of an (m×k)·(k×n) matmul: one multiply and one add per inner-product term."""
+    return 2 * m * n * k
+
+
+def tensor_bytes(*tensors: torch.Tensor) -> int:
+    """Bytes the tensors occupy: what a memory-bound kernel must read or write at least."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def copy_bandwidth(nbytes: int = 1 << 28, device: str | None = None) -> float:
+    """Measured device copy bandwidth in GB/s (read + write), the ceiling of elementwise kernels."""
+    kind = _pick_device(device, [])
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=kind)
+    dst = torch.empty_like(src)
+    t = benchmark(dst.copy_, src, name="copy", device=kind)
+    return gbps(2 * nbytes, t.median)
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = list(values)
+    return math.exp(statistics.fmean(math.log(v) for v in values))

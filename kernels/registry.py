@@ -1,0 +1,298 @@
+"""A small kernel registry, in the spirit of the CUTLASS Python API's "bring your own kernel".
+
+A kernel's identity is ``(op, provider[, variant])``: ``("gelu", "triton")``,
+``("matmul", "nvrtc_mma", "bf16")``. Registering is declarative and cheap; *building* (compiling
+a CUDA extension, JIT-compiling with NVRTC) happens on first call and is cached, so
+``import kernels`` works on a machine with no GPU, no nvcc and no Triton backend.
+
+Two tiers of validation, as in CUTLASS:
+
+* a malformed problem (a list instead of a tensor, matmul shapes that do not line up) is the
+  caller's bug: the op's ``validate`` raises ``ValueError`` naming the operand,
+  "expected X, got Y";
+* a well-formed problem that this kernel cannot run here (CPU tensor for a CUDA kernel, float64
+  for a half-precision kernel, an sm_80 instruction on an sm_75 GPU) is not a bug:
+  :meth:`Kernel.supports` returns the reason in plain words, and :func:`get_kernels` filters
+  such kernels out.
+
+Each op names its eager kernel as the reference; ``tests/test_kernel_matrix.py`` runs every
+registered kernel against it, so a new kernel joins the tests (and the notebooks' benchmark
+tables) by being registered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from course_utils import env
+
+Problem = tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test problem of an op: a label and how to build fresh random inputs for it."""
+
+    label: str
+    make: Callable[[torch.dtype, str], Problem]  # (dtype, device) -> inputs
+
+
+@dataclass
+class Op:
+    """What every kernel of one operation shares."""
+
+    name: str
+    arg_names: tuple[str, ...]
+    validate: Callable[..., None]  # raises ValueError naming the operand
+    reference: str  # provider of the reference kernel
+    cases: Sequence[Case] = ()
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,)  # dtypes the matrix test tries
+    # (atol, rtol) per dtype for comparing against the reference
+    tolerance: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    description: str = ""
+
+    def tol(self, dtype: torch.dtype) -> tuple[float, float]:
+        default = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2),
+                   torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10)}
+        return self.tolerance.get(dtype, default.get(dtype, (0.0, 0.0)))
+
+
+class KernelNotSupported(RuntimeError):
+    """Raised when a kernel is called on a problem it cannot run here; carries the reason."""
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass
+class Kernel:
+    """One registered kernel: metadata, capability checks, and a lazily built callable."""
+
+    op: str
+    provider: str
+    variant: str | None = None
+    fn: Callable | None = None  # the kernel itself, when it needs no build step
+    build: Callable[[], Callable] | None = None  # returns the kernel; called once, on first use
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    min_capability: tuple[int, int] | None = None
+    needs: tuple[str, ...] = ()  # requirement names of course_utils.env ("nvcc", "triton", ...)
+    contiguous: bool = False  # True: only contiguous inputs
+    check: Callable[..., str | None] | None = None  # extra reason, kernel-specific
+    meta: dict[str, Any] = field(default_factory=dict)  # accumulator, tile config, ...
+    description: str = ""
+    _built: Callable | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.op, self.provider, self.variant)
+
+    @property
+    def name(self) -> str:
+        base = f"{self.op}/{self.provider}"
+        return f"{base}[{self.variant}]" if self.variant else base
+
+    @property
+    def label(self) -> str:
+        """Provider and variant, for table rows and plot legends."""
+        return f"{self.provider} {self.variant}" if self.variant else self.provider
+
+    @property
+    def is_reference(self) -> bool:
+        return OPS[self.op].reference == self.provider and self.variant is None
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None or self.build is None
+
+    # -- capability -------------------------------------------------------------------------
+
+    def unavailable(self) -> str | None:
+        """Why this kernel cannot run on this machine at all (None: it can, for some inputs)."""
+        reasons = env.unmet(*self.needs)
+        if not reasons and self.min_capability is not None and env.HAS_CUDA:
+            have = env.device_info().capability
+            if have < self.min_capability:
+                major, minor = self.min_capability
+                reasons.append(f"needs sm_{major}{minor}+; this GPU is {env.device_info().arch}")
+        needs_gpu = self.devices == ("cuda",) or self.min_capability is not None
+        if not reasons and needs_gpu and not env.HAS_CUDA:
+            reasons.extend(env.unmet("cuda"))
+        return "; ".join(reasons) or None
+
+    def supports(self, *args: Any) -> str | None:
+        """None if this kernel can run ``args`` here, otherwise the reason in plain words.
+
+        Malformed arguments raise ``ValueError`` (via the op's ``validate``), as in a call.
+        """
+        OPS[self.op].validate(*args)
+        if reason := self.unavailable():
+            return reason
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        for arg_name, t in zip(OPS[self.op].arg_names, args, strict=False):
+            if not isinstance(t, torch.Tensor):
+                continue
+            if t.device.type not in self.devices:
+                wanted = " or ".join(d.upper() if d == "cpu" else "CUDA" for d in self.devices)
+                return f"needs a {wanted} tensor, got {arg_name} on {t.device.type}"
+            if t.dtype not in self.dtypes:
+                return (f"supports {', '.join(map(_dtype_name, self.dtypes))}; "
+                        f"got {arg_name} of {_dtype_name(t.dtype)}")
+            if self.contiguous and not t.is_contiguous():
+                return f"needs contiguous inputs; {arg_name} is not (call .contiguous())"
+        if self.min_capability is not None and any(t.is_cuda for t in tensors):
+            cap = torch.cuda.get_device_capability(tensors[0].device)
+            if cap < self.min_capability:
+                major, minor = self.min_capability
+                return f"needs sm_{major}{minor}+; this GPU is sm_{cap[0]}{cap[1]}"
+        if self.check is not None:
+            return self.check(*args)
+        return None
+
+    # -- running ----------------------------------------------------------------------------
+
+    def load(self) -> Callable:
+        """Build the kernel if it has not been built yet (compiles on first use) and return it."""
+        if self.build is None:
+            assert self.fn is not None
+            return self.fn
+        with self._lock:
+            if self._built is None:
+                if reason := self.unavailable():
+                    raise KernelNotSupported(f"{self.name}: cannot build here: {reason}")
+                self._built = self.build()
+        return self._built
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if reason := self.supports(*args):
+            raise KernelNotSupported(f"{self.name}: {reason}")
+        return self.load()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        dtypes = ", ".join(map(_dtype_name, self.dtypes))
+        extra = f", meta={self.meta}" if self.meta else ""
+        return f"<Kernel {self.name}: {dtypes} on {'/'.join(self.devices)}{extra}>"
+
+
+OPS: dict[str, Op] = {}
+_KERNELS: dict[tuple[str, str, str | None], Kernel] = {}
+
+
+def define_op(name: str, **fields: Any) -> Op:
+    """Declare an operation (its arguments, validation, reference provider and test cases)."""
+    if name in OPS:
+        raise ValueError(f"op {name!r} is already defined")
+    OPS[name] = Op(name=name, **fields)
+    return OPS[name]
+
+
+def register(op: str, provider: str, variant: str | None = None, **fields: Any):
+    """Register a kernel. Use as ``register(op, provider, fn=...)``, ``register(..., build=...)``,
+    or as a decorator on the kernel function. Returns the :class:`Kernel` (or the decorator)."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+
+    def add(fn: Callable | None) -> Kernel:
+        kernel = Kernel(op=op, provider=provider, variant=variant, fn=fn, **fields)
+        if kernel.fn is None and kernel.build is None:
+            raise ValueError(f"register({op!r}, {provider!r}): give fn= or build=")
+        if kernel.key in _KERNELS:
+            raise ValueError(f"kernel {kernel.name} is already registered")
+        if kernel.description == "" and fn is not None and fn.__doc__:
+            kernel.description = fn.__doc__.strip().splitlines()[0]
+        _KERNELS[kernel.key] = kernel
+        return kernel
+
+    if "fn" in fields or "build" in fields:
+        fn = fields.pop("fn", None)
+        return add(fn)
+
+    def decorator(fn: Callable) -> Callable:
+        add(fn)
+        return fn
+
+    return decorator
+
+
+def unregister(op: str, provider: str, variant: str | None = None) -> None:
+    """Remove a kernel (notebook 06 registers and removes its own)."""
+    _KERNELS.pop((op, provider, variant), None)
+
+
+def get_kernel(op: str, provider: str, variant: str | None = None) -> Kernel:
+    try:
+        return _KERNELS[(op, provider, variant)]
+    except KeyError:
+        known = ", ".join(k.name for k in all_kernels(op)) or "none"
+        raise KeyError(f"no kernel {op}/{provider}"
+                       + (f"[{variant}]" if variant else "") + f"; registered: {known}") from None
+
+
+def reference(op: str) -> Kernel:
+    """The eager kernel every other kernel of ``op`` is checked against."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+    return get_kernel(op, OPS[op].reference)
+
+
+def all_kernels(op: str | None = None) -> list[Kernel]:
+    return [k for k in _KERNELS.values() if op is None or k.op == op]
+
+
+def get_kernels(op: str, *args: Any, where: Callable[[Kernel], bool] | None = None,
+                available: bool = False) -> list[Kernel]:
+    """Kernels of ``op`` that run ``args`` here and satisfy the metadata predicate ``where``.
+
+    With no ``args``, every kernel of the op that satisfies ``where`` (and, with
+    ``available=True``, can run on this machine at all).
+    """
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+    found = []
+    for kernel in all_kernels(op):
+        if where is not None and not where(kernel):
+            continue
+        if args and kernel.supports(*args) is not None:
+            continue
+        if not args and available and kernel.unavailable() is not None:
+            continue
+        found.append(kernel)
+    return found
+
+
+def explain(op: str, *args: Any) -> list[tuple[Kernel, str | None]]:
+    """Every kernel of ``op`` with the reason it cannot run ``args`` (None: it can)."""
+    return [(k, k.supports(*args)) for k in all_kernels(op)]
+
+
+def iter_cases(op: str, device: str | None = None) -> Iterator[tuple[Case, torch.dtype, Problem]]:
+    """Fresh random inputs for every (case, dtype) of ``op`` on ``device``."""
+    device = device or env.DEFAULT_DEVICE
+    spec = OPS[op]
+    for case in spec.cases:
+        for dtype in spec.dtypes:
+            yield case, dtype, case.make(dtype, device)
+
+
+# -- validation helpers shared by the ops ----------------------------------------------------
+
+
+def expect_tensor(op: str, arg_name: str, value: Any, *, ndim: int | None = None,
+                  floating: bool = False) -> torch.Tensor:
+    """Raise ``ValueError`` naming the operand unless ``value`` is a suitable tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{op}: {arg_name} expected a torch.Tensor, got {type(value).__name__}")
+    if ndim is not None and value.dim() != ndim:
+        raise ValueError(f"{op}: {arg_name} expected a {ndim}-D tensor, "
+                         f"got shape {tuple(value.shape)}")
+    if floating and not value.is_floating_point():
+        raise ValueError(f"{op}: {arg_name} expected a floating-point tensor, "
+                         f"got {_dtype_name(value.dtype)}")
+    return value
