@@ -165,7 +165,13 @@ def device_slug(name: str | None = None) -> str:
 
 
 def git_revision() -> str:
-    """Short hash of HEAD (with ``+dirty`` for uncommitted changes), or ``unknown``."""
+    """Short hash of HEAD (with ``+dirty`` for uncommitted changes), or ``unknown``.
+
+    ``COURSE_GIT_REVISION`` overrides it, for copies of the tree without ``.git`` (a GPU box
+    that received only the working tree).
+    """
+    if rev := os.environ.get("COURSE_GIT_REVISION"):
+        return rev
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True, timeout=10)
