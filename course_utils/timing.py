@@ -96,12 +96,14 @@ def _pick_device(device: str | torch.device | None, args: Iterable[object]) -> s
     return env.DEFAULT_DEVICE
 
 
-def _call(fn: Callable, args: Sequence, kwargs: dict, name: str, phase: str):
+def _call(fn: Callable, args: Sequence, kwargs: dict, name: str, phase: str,
+          who: str = "benchmark"):
+    """Call ``fn``; if it raises, say which function failed, when, and why."""
     try:
         return fn(*args, **kwargs)
     except Exception as err:
         raise RuntimeError(
-            f"benchmark: {name} raised {type(err).__name__} during {phase}: {err}") from err
+            f"{who}: {name} raised {type(err).__name__} during {phase}: {err}") from err
 
 
 def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,

@@ -1,0 +1,136 @@
+"""course_utils.profiling on whatever device this machine has (CPU in CI)."""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch
+
+from course_utils import env, profiling
+from course_utils.profiling import count_kernels, profile, read_folded
+
+DEVICE = env.DEFAULT_DEVICE
+
+
+@pytest.fixture(scope="module")
+def mlp_profile():
+    torch.manual_seed(0)
+    x = torch.randn(64, 128, device=DEVICE)
+    mlp = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU(),
+                              torch.nn.Linear(256, 128)).to(DEVICE)
+    with torch.no_grad():
+        return profile(mlp, x, name="test_mlp", show=False, reps=2)
+
+
+def test_table_is_sorted_by_the_device_metric(mlp_profile):
+    assert "Name" in mlp_profile.table
+    header = "CUDA total" if DEVICE == "cuda" else "CPU total"
+    assert header in mlp_profile.table
+    assert "test_mlp" in mlp_profile.table  # the record_function region of each call
+
+
+def test_mlp_kernels_are_counted_per_call(mlp_profile):
+    kernels = mlp_profile.kernels
+    if DEVICE == "cpu":
+        # two Linear layers and one GELU; nothing for t()/expand() or addmm's bias copy
+        assert kernels == {"aten::addmm": 2, "aten::gelu": 1}
+    else:
+        assert mlp_profile.launches >= 3
+        assert any("gelu" in k.lower() for k in kernels)
+    assert set(mlp_profile.kernel_ms) == set(kernels)
+    assert all(ms > 0 for ms in mlp_profile.kernel_ms.values())
+    assert 0 < mlp_profile.kernel_time_ms <= mlp_profile.wall_ms * 1.05 or DEVICE == "cuda"
+
+
+def test_stacks_file_is_folded_and_rooted_at_the_region(mlp_profile):
+    text = mlp_profile.stacks_path.read_text()
+    assert mlp_profile.stacks_path.name == "stacks_test_mlp.txt"
+    lines = text.splitlines()
+    assert lines
+    for line in lines:
+        assert re.fullmatch(r"[^\n]+ \d+", line), line
+        assert line.split(";")[0].split(" ")[0] == "test_mlp"
+    stacks = read_folded(mlp_profile.stacks_path)
+    leaf = "[GPU]" if DEVICE == "cuda" else "aten::gelu"
+    assert any(s.split(";")[-1].startswith(leaf) for s in stacks)
+    # the profiler's own frames are not in the stacks
+    assert not any("profiler.py" in s for s in stacks)
+
+
+def test_flame_graph_is_valid_svg(mlp_profile):
+    root = ET.parse(mlp_profile.flamegraph_path).getroot()
+    assert root.tag.endswith("svg")
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    titles = [t.text for t in root.findall(".//s:title", ns)]
+    assert any(t.startswith("test_mlp") for t in titles)
+    assert len(root.findall(".//s:rect", ns)) > 5
+
+
+def test_trace_is_chrome_json(mlp_profile):
+    data = json.loads(mlp_profile.trace_path.read_text())
+    names = {e.get("name") for e in data["traceEvents"]}
+    assert "test_mlp" in names
+    assert mlp_profile.trace_path.parent.name == "traces"
+
+
+def test_repr_and_html_say_what_was_counted(mlp_profile):
+    text = repr(mlp_profile)
+    assert "test_mlp" in text and "per call" in text
+    assert "<table>" in mlp_profile._repr_html_()
+
+
+def test_count_kernels_of_single_ops():
+    x = torch.randn(300, 200, device=DEVICE)
+    assert sum(count_kernels(torch.add, x, x).values()) == 1
+    assert sum(count_kernels(torch.nn.functional.gelu, x).values()) == 1
+    if DEVICE == "cpu":
+        assert count_kernels(torch.softmax, x, -1) == {"aten::_softmax": 1}
+        # a transpose is a view: no kernel
+        assert count_kernels(torch.t, x) == {}
+        # unfused tanh-GeLU written out in torch ops: one kernel per op
+        unfused = lambda a: 0.5 * a * (1 + torch.tanh(0.79788456 * (a + 0.044715 * a**3)))
+        assert sum(count_kernels(unfused, x).values()) == 8
+        assert "aten::copy_" not in count_kernels(unfused, x)  # scalars wrapped by mul
+
+
+def test_kernel_tiles_are_parsed_from_gemm_names():
+    names = {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x256x32_warpgroupsize2x1x1_"
+             "execute_segment_k_off_kernel__5x_cublas": 1,
+             "ampere_sgemm_128x64_nn": 1,
+             "void at::native::vectorized_elementwise_kernel<4, float>(int, float)": 1}
+    tiles = dict(profiling.kernel_tiles(names))
+    assert tiles[next(iter(names))] == "128x256x32"
+    assert tiles["ampere_sgemm_128x64_nn"] == "128x64"
+    assert len(tiles) == 2
+
+
+def test_short_name_drops_templates_and_parameters():
+    assert profiling.short_name("void at::native::foo<4, at::native::Bar<float>>(int, float*)") \
+        == "at::native::foo"
+
+
+def test_not_callable_is_a_type_error_naming_fn():
+    with pytest.raises(TypeError, match=r"fn=.*callable.*int"):
+        profile(3, name="bad", show=False)
+    with pytest.raises(TypeError, match="callable"):
+        count_kernels("x")
+
+
+def test_function_that_raises_is_named():
+    def broken(x):
+        raise IndexError("boom")
+
+    with pytest.raises(RuntimeError, match=r"broken raised IndexError.*boom"):
+        profile(broken, torch.ones(2), name="broken", show=False)
+    with pytest.raises(RuntimeError, match=r"broken raised IndexError.*boom"):
+        count_kernels(broken, torch.ones(2))
+
+
+def test_bad_name_is_a_value_error():
+    with pytest.raises(ValueError, match="name"):
+        profile(torch.neg, torch.ones(2), name="", show=False)
+
+
+def test_flamegraph_of_nothing_is_still_valid_svg():
+    ET.fromstring(profiling.flamegraph_svg({}, title="empty <&>"))
