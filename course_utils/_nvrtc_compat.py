@@ -1,0 +1,230 @@
+"""What :mod:`course_utils.nvrtc` needs from outside the Python standard library, in one place.
+
+* the NVRTC library (``libnvrtc``), found where PyTorch's CUDA wheels, ``CUDA_HOME`` or the
+  system put it, and called through ``ctypes`` (its C API has been stable since CUDA 11);
+* the CUDA driver (``libcuda.so.1``), for loading compiled code and launching kernels;
+* the parts of PyTorch that are private and change between releases: the flags
+  ``torch.cuda._compile_kernel`` appends, and ``_compile_kernel`` itself, whose signature moved:
+
+  ====== ============================================================================
+  torch  ``torch.cuda._compile_kernel``
+  ====== ============================================================================
+  < 2.8  missing
+  2.8-9  ``header_code=`` argument; the kernel must be ``extern "C"`` (no template names);
+         returns PTX
+  2.10   ``header_code`` removed (prepend it to the source); template kernel names work;
+         ``kernel.set_shared_memory_config`` for > 48 KB of dynamic shared memory
+  2.11+  the same, and NVRTC emits CUBIN (machine code for this GPU) instead of PTX
+  ====== ============================================================================
+
+The course compiles through NVRTC's C API directly, so none of this matters for its own kernels;
+:func:`torch_compile_kernel` exists to show the seed's one-liner on whatever torch is installed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+# --------------------------------------------------------------------------------------------
+# Finding libnvrtc and the headers
+# --------------------------------------------------------------------------------------------
+
+
+def _site_nvidia_dirs() -> list[Path]:
+    """``site-packages/nvidia/<pkg>`` folders of the NVIDIA wheels (cu13 puts all in one)."""
+    try:
+        import nvidia  # namespace package of the nvidia-* wheels
+    except ImportError:
+        return []
+    dirs = []
+    for root in getattr(nvidia, "__path__", []):
+        root = Path(root)
+        for name in ("cu13", "cu12", "cuda_nvrtc", "cuda_runtime", "cuda_cccl", "cccl"):
+            if (root / name).is_dir():
+                dirs.append(root / name)
+    return dirs
+
+
+def cuda_home() -> Path | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and Path(home, "include", "cuda_runtime.h").exists():
+        return Path(home)
+    if Path("/usr/local/cuda/include/cuda_runtime.h").exists():
+        return Path("/usr/local/cuda")
+    return None
+
+
+def _nvrtc_candidates() -> list[str]:
+    major = (torch.version.cuda or "").split(".")[0]
+    names = [f"libnvrtc.so.{major}"] if major else []
+    paths = []
+    for d in _site_nvidia_dirs():
+        paths += [str(p) for p in sorted((d / "lib").glob("libnvrtc.so*"))
+                  if "builtins" not in p.name and ".alt." not in p.name]
+    if home := cuda_home():
+        for lib in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+            paths += [str(p) for p in sorted((home / lib).glob("libnvrtc.so*"))
+                      if "builtins" not in p.name and ".alt." not in p.name]
+    # the soname first: the library torch already loaded, when it did
+    return [*names, *paths, "libnvrtc.so"]
+
+
+@functools.cache
+def nvrtc_library() -> ctypes.CDLL:
+    """``libnvrtc`` with the prototypes the course uses; OSError saying where it looked."""
+    if sys.platform == "win32":
+        raise OSError("course_utils.nvrtc supports Linux (WSL2 works); this is Windows")
+    tried = []
+    for candidate in _nvrtc_candidates():
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError as err:
+            tried.append(f"{candidate} ({str(err).split(':')[-1].strip()})")
+            continue
+        _declare_nvrtc(lib)
+        return lib
+    raise OSError("NVRTC library not found; tried " + ", ".join(tried)
+                  + ". Install the nvidia-cuda-nvrtc wheel (torch's CUDA wheels bring it) "
+                  "or set CUDA_HOME to a CUDA toolkit.")
+
+
+def _declare_nvrtc(lib: ctypes.CDLL) -> None:
+    p, i, size = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+    lib.nvrtcGetErrorString.argtypes = [i]
+    lib.nvrtcVersion.argtypes = [ctypes.POINTER(i), ctypes.POINTER(i)]
+    lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_char_p, i,
+                                       p, p]
+    lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(p)]
+    lib.nvrtcAddNameExpression.argtypes = [p, ctypes.c_char_p]
+    lib.nvrtcCompileProgram.argtypes = [p, i, ctypes.POINTER(ctypes.c_char_p)]
+    lib.nvrtcGetLoweredName.argtypes = [p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
+    for what in ("ProgramLog", "PTX", "CUBIN"):
+        getattr(lib, f"nvrtcGet{what}Size").argtypes = [p, ctypes.POINTER(size)]
+        getattr(lib, f"nvrtcGet{what}").argtypes = [p, ctypes.c_char_p]
+    lib.nvrtcGetNumSupportedArchs.argtypes = [ctypes.POINTER(i)]
+    lib.nvrtcGetSupportedArchs.argtypes = [ctypes.POINTER(i)]
+
+
+def nvrtc_library_path() -> str:
+    """Where the loaded ``libnvrtc`` lives (for the environment stamp and error messages)."""
+    lib = nvrtc_library()
+    try:
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            if "libnvrtc.so" in line and "builtins" not in line:
+                return line.split()[-1]
+    except OSError:
+        pass
+    return lib._name
+
+
+def include_dirs() -> list[Path]:
+    """Folders with the CUDA headers (``cuda_bf16.h``, ``cuda_fp8.h``) and libcu++
+    (``cuda/std/...``, under ``include/cccl`` since CUDA 13), from ``CUDA_HOME`` and the wheels."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    roots = [d / "include" for d in _site_nvidia_dirs()]
+    if home := cuda_home():
+        roots.insert(0, home / "include")
+        roots.insert(1, home / "targets" / "x86_64-linux" / "include")
+    for root in roots:
+        for folder in (root, root / "cccl"):
+            if folder.is_dir() and folder.resolve() not in seen and (
+                    (folder / "cuda_fp16.h").exists() or (folder / "cuda" / "std").is_dir()):
+                seen.add(folder.resolve())
+                found.append(folder)
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The CUDA driver
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def driver_library() -> ctypes.CDLL:
+    lib = ctypes.CDLL("libcuda.so.1")
+    p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+    lib.cuGetErrorString.argtypes = [i, ctypes.POINTER(ctypes.c_char_p)]
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(p), ctypes.c_char_p]
+    lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(p), p, ctypes.c_char_p]
+    lib.cuFuncSetAttribute.argtypes = [p, i, i]
+    lib.cuLaunchKernel.argtypes = [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), p]
+    lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(p)]
+    return lib
+
+
+def check_driver(result: int, what: str) -> None:
+    if result == 0:
+        return
+    message = ctypes.c_char_p()
+    driver_library().cuGetErrorString(result, ctypes.byref(message))
+    text = message.value.decode() if message.value else f"error {result}"
+    raise RuntimeError(f"CUDA driver: {what} failed: {text}")
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch's private NVRTC API
+# --------------------------------------------------------------------------------------------
+
+
+def torch_nvrtc_flags() -> list[str]:
+    """The defines ``torch.cuda._compile_kernel`` (and ``load_inline``) append to every compile:
+    ``-D__CUDA_NO_HALF_OPERATORS__`` and friends, which switch off ``__half`` arithmetic."""
+    try:
+        from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+    except ImportError:
+        return []
+    return [f for f in COMMON_NVCC_FLAGS if f.startswith("-D")]
+
+
+def torch_version() -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def torch_compile_kernel_reason() -> str | None:
+    """Why ``torch.cuda._compile_kernel`` cannot be used here (None: it can)."""
+    if not hasattr(torch.cuda, "_compile_kernel"):
+        return (f"torch {torch.__version__} has no torch.cuda._compile_kernel (added in 2.8); "
+                "course_utils.nvrtc.compile/load work without it")
+    if not torch.cuda.is_available():
+        return "torch.cuda._compile_kernel loads the kernel, which needs a CUDA GPU"
+    return None
+
+
+def torch_allows_template_names() -> bool:
+    """torch 2.10 made ``_compile_kernel`` register the name as an NVRTC name expression."""
+    return hasattr(torch.cuda, "_compile_kernel") and not _takes_header_code()
+
+
+def _takes_header_code() -> bool:
+    return "header_code" in inspect.signature(torch.cuda._compile_kernel).parameters
+
+
+def torch_compile_kernel(source: str, name: str, header: str = "", *,
+                         arch: str | None = None, include_dirs: list[str] | None = None,
+                         options: list[str] | None = None):
+    """``torch.cuda._compile_kernel`` with the same arguments on every torch that has it.
+
+    Returns torch's kernel object: ``kernel(grid=..., block=..., args=[...], shared_mem=...)``
+    (careful: it passes Python floats as C ``double``).
+    """
+    if reason := torch_compile_kernel_reason():
+        raise RuntimeError(reason)
+    if "<" in name and not torch_allows_template_names():
+        raise ValueError(f"torch {torch.__version__}: _compile_kernel takes extern \"C\" kernel "
+                         f"names only (template names such as {name!r} need torch 2.10+)")
+    kwargs = dict(compute_capability=arch.removeprefix("sm_") if arch else None,
+                  cuda_include_dirs=include_dirs, nvcc_options=options)
+    if _takes_header_code():  # torch 2.8-2.9
+        return torch.cuda._compile_kernel(source, name, header_code=header, **kwargs)
+    return torch.cuda._compile_kernel(header + "\n" + source, name, **kwargs)
