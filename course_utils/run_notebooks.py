@@ -1,0 +1,165 @@
+"""``make run`` / ``python -m course_utils run``: execute every notebook headless, summarise.
+
+Each notebook runs top to bottom in a fresh kernel (nbclient), with ``notebooks/`` as the working
+directory, and is written with its outputs to ``var/executed/<name>.ipynb``. The summary table
+says, per notebook: status, seconds, code cells run, and the cells that ``%%requires`` skipped
+with the reason each printed ("skipped this cell: needs cuda: no CUDA GPU ..."). The exit status
+is non-zero when any notebook failed.
+
+    python -m course_utils run                 # every notebook
+    python -m course_utils run 01 03           # notebooks whose file name contains 01 or 03
+    python -m course_utils run --timeout 300   # per-cell timeout in seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_utils import env
+
+NOTEBOOKS = env.ROOT / "notebooks"
+# the one line course_utils.env.requires prints for an unmet requirement
+SKIP_LINE = re.compile(r"^skipped this cell: needs (.+)$", re.MULTILINE)
+
+
+@dataclass
+class Outcome:
+    notebook: str
+    status: str  # "ok", "failed", "timeout"
+    seconds: float
+    cells_run: int
+    cells: int
+    skipped: list[str] = field(default_factory=list)  # reasons, one per skipped cell
+    error: str = ""
+    executed_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def find_notebooks(selectors: list[str], folder: Path = NOTEBOOKS) -> list[Path]:
+    """Notebooks in ``folder`` (or given as paths) whose file name contains a selector."""
+    found: list[Path] = []
+    for sel in selectors:
+        if sel.endswith(".ipynb") and Path(sel).exists():
+            found.append(Path(sel).resolve())
+    every = sorted(Path(folder).glob("*.ipynb"))
+    names = [s for s in selectors if not s.endswith(".ipynb") or not Path(s).exists()]
+    if not selectors:
+        found = every
+    else:
+        found += [p for p in every if any(s in p.name for s in names)]
+    return list(dict.fromkeys(found))
+
+
+def skipped_reasons(nb) -> list[str]:
+    """The reason of every cell that ``%%requires`` skipped, from the executed notebook."""
+    reasons = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                reasons += SKIP_LINE.findall(output.get("text", ""))
+    return reasons
+
+
+def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
+            kernel_name: str = "python3") -> Outcome:
+    """Run one notebook in a fresh kernel and write the executed copy to ``out_dir``."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    out_dir = Path(out_dir or env.var_dir("executed"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.read(str(path), as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(Path(path).parent)}})
+    status, error = "ok", ""
+    start = time.perf_counter()
+    try:
+        client.execute()
+    except CellTimeoutError as err:
+        status, error = "timeout", _first_line(err)
+    except (CellExecutionError, DeadKernelError) as err:
+        status, error = "failed", _error_summary(err)
+    except Exception as err:  # kernel failed to start, and the like: report, keep going
+        status, error = "failed", f"{type(err).__name__}: {_first_line(err)}"
+    seconds = time.perf_counter() - start
+    executed = out_dir / Path(path).name
+    nbformat.write(nb, str(executed))
+    return Outcome(notebook=Path(path).name, status=status, seconds=seconds,
+                   cells_run=sum(1 for c in code_cells if c.get("execution_count") is not None),
+                   cells=len(code_cells), skipped=skipped_reasons(nb), error=error,
+                   executed_path=executed)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _error_summary(err: BaseException) -> str:
+    """The exception line of a cell error (nbclient puts the whole traceback in the message)."""
+    ename = getattr(err, "ename", None)
+    evalue = getattr(err, "evalue", None)
+    if ename:
+        return f"{ename}: {evalue}".strip()
+    return _first_line(err)
+
+
+def summary_rows(outcomes: list[Outcome]) -> list[dict]:
+    rows = []
+    for o in outcomes:
+        reasons: dict[str, int] = {}
+        for r in o.skipped:
+            reasons[r] = reasons.get(r, 0) + 1
+        skipped = "; ".join(f"{n}× {r}" if n > 1 else r for r, n in reasons.items())
+        rows.append({"notebook": o.notebook, "status": o.status, "seconds": round(o.seconds, 1),
+                     "cells run": f"{o.cells_run}/{o.cells}", "skipped": len(o.skipped),
+                     "why skipped / error": o.error or skipped})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils run",
+                                     description="Execute notebooks headless into var/executed/.")
+    parser.add_argument("notebooks", nargs="*",
+                        help="notebook paths, or parts of file names (default: all)")
+    parser.add_argument("--timeout", type=int, default=600, help="per-cell timeout, seconds")
+    parser.add_argument("--out", default=None, help="folder for executed notebooks "
+                        "(default: var/executed)")
+    parser.add_argument("--folder", default=str(NOTEBOOKS), help="where notebooks live")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    args = parser.parse_args(argv)
+    paths = find_notebooks(args.notebooks, Path(args.folder))
+    if not paths:
+        print(f"no notebooks matched {args.notebooks or '(all)'} in {args.folder}",
+              file=sys.stderr)
+        return 2
+    outcomes = []
+    for path in paths:
+        print(f"running {path.name} ...", flush=True)
+        outcome = execute(path, timeout=args.timeout, out_dir=args.out, kernel_name=args.kernel)
+        print(f"  {outcome.status} in {outcome.seconds:.1f} s"
+              + (f": {outcome.error}" if outcome.error else ""), flush=True)
+        outcomes.append(outcome)
+    from course_utils.plots import stamped_table
+
+    print()
+    print(stamped_table(summary_rows(outcomes), title="notebooks"))
+    where = outcomes[0].executed_path.parent if outcomes[0].executed_path else args.out
+    print(f"executed notebooks are in {where}")
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,206 @@
+"""Lesson 01's measurements: the matmul scaling sweep and the profile of a few workloads.
+
+Notebook 01 calls the same functions (one code path), and ``python -m course_utils bench``
+calls :func:`run`, which turns them into results records:
+
+* the sweep: achieved TFLOP/s of ``a @ b`` (square, n up to 8192 on a GPU) per dtype, against
+  the device's datasheet dense peak for that dtype (``env.device_info().peak_tflops``); the CPU
+  has no datasheet peak here, so CPU records carry none;
+* the profile summary: for each workload, the kernels one call launches and their device time
+  (on the CPU: ATen ops with a CPU kernel and their self CPU time; see course_utils.profiling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from course_utils import env, plots, profiling, results, timing
+
+LESSON = "01_benchmarking_and_profiling"
+
+# float32 with TF32 allowed is its own "dtype" here: same storage, tensor cores, 10-bit mantissa
+SWEEP_DTYPES = {"cuda": ("float32", "tf32", "bfloat16", "float16"), "cpu": ("float32",)}
+
+
+def sweep_sizes(device: str, quick: bool = False) -> list[int]:
+    """Square sizes for the scaling sweep: up to 8192 on a GPU, small on the CPU (2 cores)."""
+    if device == "cuda":
+        return [256, 512, 1024, 2048, 4096] if quick else [256, 512, 1024, 2048, 4096, 8192]
+    return [64, 128, 256] if quick else [64, 128, 256, 512, 768]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    dtype: str  # "float32", "tf32", "bfloat16", "float16"
+    n: int
+    timing: timing.Timing
+    peak: float | None  # datasheet dense peak for the dtype, TFLOP/s (None: unknown / CPU)
+
+    @property
+    def tflops(self) -> float:
+        return timing.tflops(timing.matmul_flop(self.n, self.n, self.n), self.timing.median)
+
+    @property
+    def of_peak(self) -> float | None:
+        return self.tflops / self.peak if self.peak else None
+
+    def row(self) -> dict:
+        return {"dtype": self.dtype, "n": self.n, "median": timing.format_ms(self.timing.median),
+                "TFLOP/s": self.tflops, "peak TFLOP/s": self.peak,
+                "of peak": f"{self.of_peak:.0%}" if self.of_peak else "n/a"}
+
+
+def _measure(dtype_name: str, n: int, device: str) -> SweepPoint:
+    dtype = torch.float32 if dtype_name == "tf32" else getattr(torch, dtype_name)
+    gen = torch.Generator(device=device).manual_seed(n)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    allow = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+    try:
+        t = timing.benchmark(torch.matmul, a, b, name=f"matmul {dtype_name} n={n}",
+                             min_time_s=0.1 if device == "cpu" else 0.2)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allow
+    peak = env.device_info().peak_tflops(dtype_name) if device == "cuda" else None
+    return SweepPoint(dtype=dtype_name, n=n, timing=t, peak=peak)
+
+
+def matmul_sweep(device: str | None = None, sizes: list[int] | None = None,
+                 dtypes: tuple[str, ...] | None = None, quick: bool = False) -> list[SweepPoint]:
+    """Benchmark ``a @ b`` for every (dtype, n), with a progress bar."""
+    device = device or env.DEFAULT_DEVICE
+    sizes = sizes or sweep_sizes(device, quick)
+    dtypes = dtypes or SWEEP_DTYPES[device]
+    params = [(d, n) for d in dtypes for n in sizes]
+    return timing.sweep(lambda p: _measure(p[0], p[1], device), params,
+                        desc=f"matmul sweep on {device}")
+
+
+def plot_sweep(points: list[SweepPoint], name: str = "matmul_sweep"):
+    """TFLOP/s against n per dtype, with each dtype's datasheet peak as a dashed line."""
+    device = env.device_info()
+    fig, ax = plots.figure(f"matmul a @ b: achieved TFLOP/s on {device.name}",
+                           xlabel="n (square n×n @ n×n)", ylabel="TFLOP/s")
+    colors = {"float32": "#7f7f7f", "tf32": "#9467bd", "bfloat16": "#1f77b4",
+              "float16": "#2ca02c"}
+    for dtype in dict.fromkeys(p.dtype for p in points):
+        pts = [p for p in points if p.dtype == dtype]
+        ax.plot([p.n for p in pts], [p.tflops for p in pts], "o-", label=dtype,
+                color=colors.get(dtype))
+        if pts[0].peak:
+            ax.axhline(pts[0].peak, ls="--", lw=1, color=colors.get(dtype), alpha=0.6)
+            ax.annotate(f"{dtype} datasheet peak {pts[0].peak:,.0f}", xy=(0.01, pts[0].peak),
+                        xycoords=("axes fraction", "data"), xytext=(0, 3),
+                        textcoords="offset points", fontsize=8, color=colors.get(dtype))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([p.n for p in points[: len({p.n for p in points})]])
+    ax.get_xaxis().set_major_formatter(lambda v, _: f"{int(v)}")
+    ax.legend(title="dtype")
+    return fig, plots.save(fig, name)
+
+
+# --------------------------------------------------------------------------------------------
+# The profiled workloads
+# --------------------------------------------------------------------------------------------
+
+
+def profile_workloads(device: str | None = None,
+                      quick: bool = False) -> dict[str, tuple[Callable, tuple]]:
+    """``name -> (fn, args)`` for the ops lesson 01 profiles, sized for the device.
+
+    An elementwise add, a matmul at two sizes (cuBLAS picks a different kernel, with a different
+    tile, for each), a pairwise distance (``torch.cdist``, which is several kernels), GeLU,
+    softmax and a small MLP.
+    """
+    device = device or env.DEFAULT_DEVICE
+    gpu = device == "cuda"
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, device=device, generator=gen).to(dtype)
+
+    n_elem = (1 << 24) if gpu else (1 << 18)
+    small, large = (256, 4096) if gpu else (64, 384)
+    mm_dtype = torch.bfloat16 if gpu else torch.float32
+    points = 4096 if gpu else 512
+    width = 1024 if gpu else 256
+    batch = 512 if gpu else 64
+    mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                              torch.nn.Linear(4 * width, width)).to(device)
+    x = randn(batch, width)
+
+    def mlp_forward(x):
+        with torch.no_grad():
+            return mlp(x)
+
+    return {
+        "add": (torch.add, (randn(n_elem), randn(n_elem))),
+        f"matmul_{small}": (torch.matmul, (randn(small, small, dtype=mm_dtype),
+                                           randn(small, small, dtype=mm_dtype))),
+        f"matmul_{large}": (torch.matmul, (randn(large, large, dtype=mm_dtype),
+                                           randn(large, large, dtype=mm_dtype))),
+        "cdist": (torch.cdist, (randn(points, 64), randn(points, 64))),
+        "gelu": (torch.nn.functional.gelu, (randn(n_elem),)),
+        "softmax": (lambda t: torch.softmax(t, dim=-1), (randn(n_elem // 1024, 1024),)),
+        "mlp": (mlp_forward, (x,)),
+    }
+
+
+def profile_all(device: str | None = None, quick: bool = False,
+                show: bool = False) -> dict[str, profiling.Profile]:
+    """Profile every workload of :func:`profile_workloads`; ``name -> Profile``."""
+    device = device or env.DEFAULT_DEVICE
+    found = {}
+    for name, (fn, args) in profile_workloads(device, quick).items():
+        found[name] = profiling.profile(fn, *args, name=f"01_{name}", show=show, device=device)
+    return found
+
+
+def profile_rows(profiles: dict[str, profiling.Profile]) -> list[dict]:
+    """One table row per workload: kernels per call, their time, the most expensive kernel."""
+    rows = []
+    for name, p in profiles.items():
+        top = p.top_kernels(1)
+        rows.append({"workload": name, "kernels/call": p.launches,
+                     "kernel time": timing.format_ms(p.kernel_time_ms),
+                     "top kernel": profiling.short_name(top[0][0])[:60] if top else ""})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# make bench
+# --------------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False) -> list[results.Record | results.Note]:
+    """The sweep and the profile summary as records (GPU: the committed results)."""
+    device = env.DEFAULT_DEVICE
+    points = matmul_sweep(device, quick=quick)
+    print(plots.stamped_table([p.row() for p in points], title="matmul sweep"))
+    records: list[results.Record | results.Note] = []
+    for p in points:
+        peak = {"ceiling": p.peak, "ceiling_what": f"datasheet dense peak, {p.dtype}"} \
+            if p.peak else {}
+        records.append(results.Record(
+            lesson=LESSON, what=f"matmul torch.matmul {p.dtype} n={p.n}", value=p.tflops,
+            unit="TFLOP/s", **peak))
+
+    profiles = profile_all(device, quick=quick)
+    print(plots.stamped_table(profile_rows(profiles), title="profiles"))
+    time_unit = "µs device time" if device == "cuda" else "µs self CPU time"
+    what_kernels = "CUDA kernels" if device == "cuda" else "ATen ops with a CPU kernel"
+    lines = [f"Kernels per call in each profiled workload ({what_kernels}):", ""]
+    for name, p in profiles.items():
+        records.append(results.Record(lesson=LESSON, what=f"profile {name}: kernels per call",
+                                      value=p.launches, unit=what_kernels))
+        records.append(results.Record(lesson=LESSON, what=f"profile {name}: kernel time per call",
+                                      value=p.kernel_time_ms * 1e3, unit=time_unit))
+        kernels = ", ".join(f"`{profiling.short_name(k)}` ×{profiling._fmt_count(c)}"
+                            for k, c, _ in p.top_kernels(5))
+        lines.append(f"- **{name}**: {kernels}")
+    records.append(results.Note(lesson=LESSON, text="\n".join(lines)))
+    return records

@@ -1,0 +1,54 @@
+"""course_utils.doctor: the machine report and the lesson table derived from %%requires lines."""
+
+import nbformat
+
+from course_utils import doctor, env
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# title")]
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+
+
+def test_requires_lines_are_parsed(tmp_path):
+    _notebook(tmp_path / "01_x.ipynb", "%load_ext course_utils",
+              "%%requires cuda nvcc\nprint(1)", "  %%requires sm_90, triton-gpu\nx", "y = 1")
+    lesson = doctor.read_lesson(tmp_path / "01_x.ipynb")
+    assert lesson.cells == 4
+    assert lesson.requirements == [("cuda", "nvcc"), ("sm_90", "triton-gpu")]
+
+
+def test_lesson_table_says_what_falls_back_and_why(tmp_path):
+    _notebook(tmp_path / "01_plain.ipynb", "x = 1")
+    _notebook(tmp_path / "02_gpu.ipynb", "%%requires cuda\nx", "%%requires cuda\ny")
+    rows = {name: (verdict, detail)
+            for name, verdict, detail in doctor.lesson_rows(doctor.lessons(tmp_path))}
+    assert rows["01_plain"][0] == "runs fully"
+    if env.HAS_CUDA:
+        assert rows["02_gpu"][0] == "runs fully"
+    else:
+        verdict, detail = rows["02_gpu"]
+        assert verdict == "falls back (2 of 2 cells skip)"
+        assert detail == f"2× needs cuda: {env.unmet('cuda')[0]}"
+
+
+def test_main_prints_the_machine_and_lessons(tmp_path, capsys):
+    _notebook(tmp_path / "01_a.ipynb", "%%requires cxx\nx")
+    assert doctor.main(["--notebooks", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for what in ("Python", "torch", "GPU", "nvcc", "NVRTC", "Triton", "C++ compiler", "01_a"):
+        assert what in out
+    mode = "interpreter" if env.TRITON_INTERPRET else "GPU"
+    assert mode in out
+
+
+def test_unknown_requirement_in_a_notebook_is_flagged(tmp_path, capsys):
+    _notebook(tmp_path / "01_typo.ipynb", "%%requires cdua\nx")
+    assert doctor.main(["--notebooks", str(tmp_path)]) == 1
+    assert "unknown requirement 'cdua'" in capsys.readouterr().out
+
+
+def test_no_notebooks_is_an_error(tmp_path):
+    assert doctor.main(["--notebooks", str(tmp_path)]) == 1

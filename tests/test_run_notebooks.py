@@ -1,0 +1,55 @@
+"""course_utils.run_notebooks on tiny notebooks written for the test (a real kernel runs them)."""
+
+import nbformat
+import pytest
+
+from course_utils import run_notebooks
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.fixture
+def lax(monkeypatch):
+    # the kernel inherits the environment: a skipped cell must skip, even under make test-gpu
+    monkeypatch.setenv("COURSE_STRICT", "0")
+
+
+def test_a_good_notebook_runs_and_reports_its_skipped_cell(tmp_path, lax):
+    path = _notebook(tmp_path / "01_ok.ipynb", "%load_ext course_utils", "x = 6 * 7\nprint(x)",
+                     "%%requires sm_999\nprint('never')", "assert x == 42")
+    outcome = run_notebooks.execute(path, timeout=120, out_dir=tmp_path / "out")
+    assert outcome.status == "ok", outcome.error
+    assert (outcome.cells_run, outcome.cells) == (4, 4)
+    assert len(outcome.skipped) == 1
+    assert outcome.skipped[0].startswith("sm_999: ")
+    executed = nbformat.read(str(outcome.executed_path), as_version=4)
+    assert "42" in executed.cells[1].outputs[0]["text"]
+    row = run_notebooks.summary_rows([outcome])[0]
+    assert row["status"] == "ok" and row["skipped"] == 1 and "sm_999" in row["why skipped / error"]
+
+
+def test_a_failing_notebook_is_reported_and_fails_main(tmp_path, lax, capsys):
+    _notebook(tmp_path / "02_bad.ipynb", "y = 1", "raise ValueError('boom in a cell')", "z = 2")
+    _notebook(tmp_path / "03_fine.ipynb", "pass")
+    rc = run_notebooks.main(["--folder", str(tmp_path), "--out", str(tmp_path / "out"),
+                             "--timeout", "120"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "ValueError: boom in a cell" in out
+    assert "03_fine.ipynb" in out and "ok" in out
+    bad = nbformat.read(str(tmp_path / "out" / "02_bad.ipynb"), as_version=4)
+    assert bad.cells[2].get("execution_count") is None  # execution stopped at the error
+
+
+def test_selectors_pick_notebooks(tmp_path):
+    for name in ("01_a.ipynb", "02_b.ipynb", "03_c.ipynb"):
+        _notebook(tmp_path / name, "pass")
+    picked = run_notebooks.find_notebooks(["02", "03_c"], tmp_path)
+    assert [p.name for p in picked] == ["02_b.ipynb", "03_c.ipynb"]
+    assert len(run_notebooks.find_notebooks([], tmp_path)) == 3
+    assert run_notebooks.main(["--folder", str(tmp_path), "nothing-matches"]) == 2
