@@ -53,3 +53,7 @@ define_op(
 def gelu_eager(x: torch.Tensor) -> torch.Tensor:
     """PyTorch's F.gelu(approximate="tanh"): the reference."""
     return F.gelu(x, approximate="tanh")
+
+
+# The providers register themselves on import (after the op is defined above).
+from kernels.gelu import extension, pytorch, triton_gelu  # noqa: E402, F401

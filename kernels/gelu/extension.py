@@ -1,0 +1,142 @@
+"""The CUDA GeLU extension (``gelu.cu`` + ``gelu_binding.cpp``), built two ways from the same files.
+
+* :func:`build_setup`: the standard way, ``python setup.py build_ext`` with ``CUDAExtension``,
+  into ``var/build/gelu_setup``;
+* :func:`build_inline`: ``load_inline`` through :func:`course_utils.cuda_ext.build`, into
+  ``var/build/gelu_cuda_inline``.
+
+Both are cached: a second call with unchanged sources only imports the library, so the notebook
+and the tests share one compile. The cold build time is written next to the library when it is
+compiled, so a later (cached) call can still say how long compiling took, and when.
+
+The registry's ``gelu/cuda[naive]`` and ``gelu/cuda[vectorized]`` build lazily, on first call,
+through :func:`build_inline`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from course_utils import cuda_ext, env
+from kernels.gelu import FLOAT_DTYPES
+from kernels.registry import register
+
+SOURCE_DIR = Path(__file__).resolve().parent
+CU_FILE = SOURCE_DIR / "gelu.cu"
+CPP_FILE = SOURCE_DIR / "gelu_binding.cpp"
+SETUP_FILE = SOURCE_DIR / "setup.py"
+SETUP_NAME = "gelu_cuda_setup"  # the module name in setup.py
+INLINE_NAME = "gelu_cuda_inline"
+_COLD = "cold_build.json"  # written beside a freshly compiled library
+
+
+@contextlib.contextmanager
+def _locked(directory: Path):
+    """One build per directory at a time (pytest workers and a notebook may race)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remember_cold_build(directory: Path, seconds: float) -> None:
+    info = {"seconds": round(seconds, 2), "arch": cuda_ext.arch_list(),
+            "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpus": os.cpu_count()}
+    (directory / _COLD).write_text(json.dumps(info))
+
+
+def cold_build(directory: Path) -> dict | None:
+    """How long the compile that produced the library in ``directory`` took (None: unknown)."""
+    path = Path(directory) / _COLD
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _need_nvcc() -> None:
+    if reason := "; ".join(env.unmet("nvcc", "cxx")):
+        raise RuntimeError(f"cannot build the CUDA GeLU extension: {reason}")
+
+
+def build_setup(fresh: bool = False) -> cuda_ext.Build:
+    """``python setup.py build_ext`` into ``var/build/gelu_setup``, timed; import the module.
+
+    Skips the compile when the library is newer than ``gelu.cu``, ``gelu_binding.cpp`` and
+    ``setup.py``
+    (``fresh=True`` always compiles).
+    """
+    _need_nvcc()
+    directory = cuda_ext.build_dir("gelu_setup")
+    start = time.perf_counter()
+    with _locked(directory):
+        libraries = sorted(directory.glob(f"{SETUP_NAME}*.so"))
+        newest_source = max(p.stat().st_mtime for p in (CU_FILE, CPP_FILE, SETUP_FILE))
+        stale = not libraries or libraries[0].stat().st_mtime < newest_source
+        if fresh or stale:
+            for old in libraries:
+                old.unlink()
+            command = [sys.executable, str(SETUP_FILE), "build_ext", "--force",
+                       "--build-lib", str(directory), "--build-temp", str(directory / "tmp")]
+            run_env = {**os.environ, "TORCH_CUDA_ARCH_LIST": cuda_ext.arch_list()}
+            done = subprocess.run(command, cwd=SOURCE_DIR, env=run_env, capture_output=True,
+                                  text=True)
+            if done.returncode != 0:
+                tail = (done.stdout + done.stderr)[-3000:]
+                raise RuntimeError(f"setup.py build_ext failed (exit {done.returncode}):\n{tail}")
+            _remember_cold_build(directory, time.perf_counter() - start)
+        library = sorted(directory.glob(f"{SETUP_NAME}*.so"))[0]
+    module = sys.modules.get(SETUP_NAME)
+    if module is None or getattr(module, "__file__", None) != str(library):
+        spec = importlib.util.spec_from_file_location(SETUP_NAME, library)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[SETUP_NAME] = module
+    return cuda_ext.Build(name=SETUP_NAME, module=module, seconds=time.perf_counter() - start,
+                          compiled=fresh or stale, directory=directory)
+
+
+def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
+    """The same two source files through ``load_inline`` (:func:`course_utils.cuda_ext.build`)."""
+    _need_nvcc()
+    result = cuda_ext.build(INLINE_NAME, cpp_sources=[CPP_FILE.read_text()],
+                            cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose)
+    if result.compiled:
+        _remember_cold_build(result.directory, result.seconds)
+    return result
+
+
+def library_path(result: cuda_ext.Build) -> Path:
+    """The shared library a build produced (for ``cuobjdump``)."""
+    return Path(result.module.__file__)
+
+
+# -- registry entries ------------------------------------------------------------------------
+
+
+def _kernel(name: str):
+    def build():
+        fn = getattr(build_inline().module, name)
+        return (lambda x: fn(x, 0)) if name == "gelu_vectorized" else fn
+
+    return build
+
+
+_COMMON = dict(dtypes=FLOAT_DTYPES, devices=("cuda",), needs=("cuda", "nvcc"), contiguous=True)
+
+naive = register("gelu", "cuda", "naive", build=_kernel("gelu_naive"),
+                 description="CUDA: one element per thread (gelu.cu)",
+                 meta={"threads": 256, "elements_per_thread": 1}, **_COMMON)
+vectorized = register("gelu", "cuda", "vectorized", build=_kernel("gelu_vectorized"),
+                      description="CUDA: 16-byte loads/stores, grid-stride loop (gelu.cu)",
+                      meta={"threads": 256, "bytes_per_access": 16}, **_COMMON)
