@@ -367,23 +367,19 @@ def _run_nvrtc(program: str, filename: str, name: str, options: list[str],
 
 
 def _format_error(src: Source, err: CompileError, name: str, arch: str) -> CompileError:
-    """NVRTC's log with each error followed by the offending line of the student's file."""
-    file_lines = src.path.read_text().splitlines() if src.path else src.body.splitlines()
+    """NVRTC's log (its line numbers already point into the file, thanks to ``#line``), with a
+    note under each message that comes from the generated header instead."""
     out = []
     pattern = re.compile(r"^(.*?)\((\d+)\): (error|warning|catastrophic error)")
     for line in err.log.splitlines():
         out.append(line)
         match = pattern.match(line)
-        if match and match.group(1) == src.display_name:
-            lineno = int(match.group(2))
-            index = lineno - 1 if src.path else lineno - src.body_line
-            if 0 <= index < len(file_lines):
-                out.append(f"    {lineno} | {file_lines[index].rstrip()}")
-        elif match:
-            out.append("    (in the header generated from defines=; print "
-                       "nvrtc.generate_header(...) to see it)")
+        if match and match.group(1) != src.display_name:
+            out.append("    (the header generated from defines=; see it with "
+                       "nvrtc.generate_header(defines))")
     log = "\n".join(out)
-    return CompileError(f"compiling {name or 'the program'} from {src.display_name} for {arch} failed:\n{log}",
+    what = name or "the program"
+    return CompileError(f"compiling {what} from {src.display_name} for {arch} failed:\n{log}",
                         log)
 
 
@@ -391,7 +387,8 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
 
-def compile(source: str | os.PathLike, name: str | None, *, defines: Mapping[str, object] | None = None,
+def compile(source: str | os.PathLike, name: str | None, *,
+            defines: Mapping[str, object] | None = None,
             arch: str | int | tuple[int, int] | None = None, output: str = "cubin",
             options: Sequence[str] = (), default_options: bool = True,
             auto_includes: bool = True, cache: bool = True, verbose: bool | None = None
@@ -448,7 +445,9 @@ def compile(source: str | os.PathLike, name: str | None, *, defines: Mapping[str
 
     why = _why_rebuilt(src, name, parts) if cache else "cache=False"
     try:
-        binary, lowered, log = _run_nvrtc(program, src.display_name, name, all_options, output)
+        # the program's own name labels the generated header's lines; #line relabels the rest
+        binary, lowered, log = _run_nvrtc(program, f"{src.display_name} [generated header]",
+                                          name, all_options, output)
     except CompileError as err:
         raise _format_error(src, err, name, arch) from None
     seconds = time.perf_counter() - start
@@ -459,8 +458,8 @@ def compile(source: str | os.PathLike, name: str | None, *, defines: Mapping[str
         with _lock:
             _memory[key] = compiled
     if verbose:
-        print(f"nvrtc: built {name or 'the program'} from {src.display_name} for {arch} ({output}) in "
-              f"{seconds * 1e3:.0f} ms: {why}")
+        print(f"nvrtc: built {name or 'the program'} from {src.display_name} for {arch} "
+              f"({output}) in {seconds * 1e3:.0f} ms: {why}")
     return compiled
 
 
@@ -641,48 +640,6 @@ class Kernel:
         sig = ", ".join(p.spelled for p in self.params)
         return f"<nvrtc.Kernel {self.compiled.name}({sig}) on cuda:{self.device}>"
 
-    def _marshal(self, args: tuple) -> list:
-        name = self.compiled.name
-        if len(args) != len(self.params):
-            sig = ", ".join(p.spelled for p in self.params)
-            raise TypeError(f"{name} takes {len(self.params)} arguments ({sig}), "
-                            f"got {len(args)}")
-        values = []
-        for i, (param, arg) in enumerate(zip(self.params, args, strict=True)):
-            where = f"{name}: argument {i} ({param.spelled})"
-            if isinstance(arg, ctypes._SimpleCData):  # escape hatch: the caller knows best
-                values.append(arg)
-            elif param.pointer:
-                if not isinstance(arg, torch.Tensor):
-                    raise TypeError(f"{where} expected a CUDA tensor, got "
-                                    f"{type(arg).__name__}")
-                if arg.device != torch.device("cuda", self.device):
-                    raise TypeError(f"{where} expected a tensor on cuda:{self.device}, "
-                                    f"got one on {arg.device}")
-                if param.dtype is not None and arg.dtype != param.dtype and param.ctype != "void":
-                    raise TypeError(f"{where} expected a {param.dtype} tensor "
-                                    f"({param.ctype}), got {arg.dtype}")
-                values.append(ctypes.c_void_p(arg.data_ptr()))
-            else:
-                if param.ctype not in _SCALARS:
-                    raise TypeError(f"{where}: cannot pass a {param.ctype} from Python; "
-                                    "pass a ctypes value")
-                ctype, kind = _SCALARS[param.ctype]
-                ok = {"int": isinstance(arg, int) and not isinstance(arg, bool),
-                      "float": isinstance(arg, int | float) and not isinstance(arg, bool),
-                      "bool": isinstance(arg, bool)}[kind]
-                if not ok:
-                    raise TypeError(f"{where} expected a Python {kind}, got "
-                                    f"{type(arg).__name__}")
-                if kind == "int":
-                    bits = ctypes.sizeof(ctype) * 8
-                    low = 0 if ctype in (ctypes.c_uint32, ctypes.c_uint64) else -2**(bits - 1)
-                    high = 2**bits if low == 0 else 2**(bits - 1)
-                    if not low <= arg < high:
-                        raise TypeError(f"{where}: {arg} does not fit in {param.ctype}")
-                values.append(ctype(arg))
-        return values
-
     def __call__(self, *args, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1,
                  shared_mem: int = 0, stream: torch.cuda.Stream | None = None) -> None:
         grid, block = _dims("grid", grid), _dims("block", block)
@@ -690,7 +647,7 @@ class Kernel:
             raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
         if block[0] * block[1] * block[2] > 1024:
             raise ValueError(f"block expected at most 1024 threads, got {block}")
-        values = self._marshal(args)
+        values = check_args(self.compiled.name, self.params, args, self.device)
         if shared_mem > self._shared_configured:
             self.set_shared_memory(shared_mem)
         lib = compat.driver_library()
@@ -714,6 +671,50 @@ class Kernel:
                                                                         nbytes),
                             "setting the dynamic shared memory size")
         self._shared_configured = nbytes
+
+
+def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> list:
+    """The ctypes values for a launch of ``name``: raises TypeError naming the argument when
+    the count or a type does not match the parameter list (before anything reaches the GPU)."""
+    if len(args) != len(params):
+        sig = ", ".join(p.spelled for p in params)
+        raise TypeError(f"{name} takes {len(params)} arguments ({sig}), "
+                        f"got {len(args)}")
+    values = []
+    for i, (param, arg) in enumerate(zip(params, args, strict=True)):
+        where = f"{name}: argument {i} ({param.spelled})"
+        if isinstance(arg, ctypes._SimpleCData):  # escape hatch: the caller knows best
+            values.append(arg)
+        elif param.pointer:
+            if not isinstance(arg, torch.Tensor):
+                raise TypeError(f"{where} expected a CUDA tensor, got "
+                                f"{type(arg).__name__}")
+            if arg.device != torch.device("cuda", device):
+                raise TypeError(f"{where} expected a tensor on cuda:{device}, "
+                                f"got one on {arg.device}")
+            if param.dtype is not None and arg.dtype != param.dtype and param.ctype != "void":
+                raise TypeError(f"{where} expected a {param.dtype} tensor "
+                                f"({param.ctype}), got {arg.dtype}")
+            values.append(ctypes.c_void_p(arg.data_ptr()))
+        else:
+            if param.ctype not in _SCALARS:
+                raise TypeError(f"{where}: cannot pass a {param.ctype} from Python; "
+                                "pass a ctypes value")
+            ctype, kind = _SCALARS[param.ctype]
+            ok = {"int": isinstance(arg, int) and not isinstance(arg, bool),
+                  "float": isinstance(arg, int | float) and not isinstance(arg, bool),
+                  "bool": isinstance(arg, bool)}[kind]
+            if not ok:
+                raise TypeError(f"{where} expected a Python {kind}, got "
+                                f"{type(arg).__name__}")
+            if kind == "int":
+                bits = ctypes.sizeof(ctype) * 8
+                low = 0 if ctype in (ctypes.c_uint32, ctypes.c_uint64) else -2**(bits - 1)
+                high = 2**bits if low == 0 else 2**(bits - 1)
+                if not low <= arg < high:
+                    raise TypeError(f"{where}: {arg} does not fit in {param.ctype}")
+            values.append(ctype(arg))
+    return values
 
 
 def _dims(what: str, value) -> tuple[int, int, int]:

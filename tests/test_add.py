@@ -1,0 +1,53 @@
+"""The add kernel both ways: NVRTC (add.cu, launched from Python) and load_inline (add_op.cu, a
+TORCH_LIBRARY op). On any machine the NVRTC source compiles for every dtype; on a GPU both
+providers must equal a + b bit for bit."""
+
+import pytest
+import torch
+
+import kernels
+from course_utils import env, nvrtc
+from kernels.add import DTYPES
+from kernels.add import nvrtc as add_nvrtc
+
+
+@pytest.mark.skipif(nvrtc.unavailable_reason() is not None, reason="NVRTC unavailable")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_add_cu_compiles_for_each_dtype_without_a_gpu(dtype):
+    compiled = add_nvrtc.compile_add(dtype, arch="sm_90", verbose=False)
+    assert compiled.lowered_name == "add_kernel"
+    ctype = nvrtc.DTYPE_CTYPES[dtype][0]
+    assert f"using scalar_t = {ctype};" in compiled.program
+    assert [p.dtype for p in nvrtc.parameters(compiled)[:3]] == [dtype] * 3
+
+
+def test_both_providers_are_registered_with_what_they_need():
+    nv = kernels.get_kernel("add", "nvrtc")
+    li = kernels.get_kernel("add", "load_inline")
+    assert nv.needs == ("cuda", "nvrtc") and li.needs == ("cuda", "nvcc")
+    assert nv.devices == li.devices == ("cuda",)
+    assert not nv.built and not li.built or env.HAS_CUDA  # lazy: nothing built on import
+    if not env.HAS_CUDA:
+        assert "no CUDA GPU" in nv.supports(torch.ones(2), torch.ones(2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("provider", ["nvrtc", "load_inline"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_add_matches_a_plus_b_exactly(provider, dtype):
+    kernel = kernels.get_kernel("add", provider)
+    for shape in [(1 << 20,), (1001,), (0,), (3, 5, 7)]:
+        a, b = (torch.randn(*shape, device="cuda").to(dtype) for _ in range(2))
+        torch.testing.assert_close(kernel(a, b), a + b, atol=0, rtol=0)
+    a = torch.randn(40, 66, device="cuda").to(dtype)[:, ::2]  # non-contiguous
+    b = torch.randn(40, 33, device="cuda").to(dtype)
+    torch.testing.assert_close(kernel(a, b), a + b, atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_load_inline_registers_a_torch_op():
+    kernels.get_kernel("add", "load_inline").load()
+    a = torch.randn(100, device="cuda")
+    torch.testing.assert_close(torch.ops.course_add.add(a, a), 2 * a)
+    with pytest.raises(RuntimeError, match="b expected the shape of a"):
+        torch.ops.course_add.add(a, a[:10])
