@@ -114,7 +114,10 @@ class Profile:
         return [(k, self.kernels[k], self.kernel_ms.get(k, 0.0)) for k in rows[:n]]
 
     def _what(self) -> str:
-        return "CUDA kernels" if self.device == "cuda" else "ATen ops with a CPU kernel"
+        one = self.launches == 1
+        if self.device == "cuda":
+            return "CUDA kernel" if one else "CUDA kernels"
+        return "ATen op with a CPU kernel" if one else "ATen ops with a CPU kernel"
 
     def summary(self) -> str:
         time_what = "device time" if self.device == "cuda" else "self CPU time"
@@ -593,7 +596,8 @@ def flamegraph_svg(stacks: dict[str, float], title: str = "flame graph", width: 
         label = node["name"]
         parts.append(
             f'<g><title>{html.escape(label)}\n{node["value"]:,.0f} µs ({share:.1%})</title>'
-            f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_height - 1}" '
+            f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.6, 0.4):.2f}" '
+            f'height="{row_height - 1}" '
             f'rx="2" fill="{_frame_color(label)}"/>')
         chars = int((w - 6) / 6.6)
         if chars >= 3:

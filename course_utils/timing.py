@@ -158,7 +158,11 @@ def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -
     ``fn`` usually builds inputs for one size and returns :func:`benchmark` of the kernel on
     them, or a dict of numbers for a table row.
     """
-    from tqdm.auto import tqdm
+    try:  # a widget bar in Jupyter when ipywidgets is there, a text bar otherwise (no warning)
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        from tqdm import tqdm
 
     if not callable(fn):
         raise TypeError(f"sweep(fn=...) expected a callable, got {type(fn).__name__}")

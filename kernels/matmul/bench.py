@@ -29,7 +29,7 @@ def sweep_sizes(device: str, quick: bool = False) -> list[int]:
     """Square sizes for the scaling sweep: up to 8192 on a GPU, small on the CPU (2 cores)."""
     if device == "cuda":
         return [256, 512, 1024, 2048, 4096] if quick else [256, 512, 1024, 2048, 4096, 8192]
-    return [64, 128, 256] if quick else [64, 128, 256, 512, 768]
+    return [16, 64, 256] if quick else [16, 32, 64, 128, 256, 512]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,15 @@ class SweepPoint:
     @property
     def tflops(self) -> float:
         return timing.tflops(timing.matmul_flop(self.n, self.n, self.n), self.timing.median)
+
+    @property
+    def best_tflops(self) -> float:
+        """Throughput of the fastest call: what the hardware did when nothing disturbed it."""
+        return timing.tflops(timing.matmul_flop(self.n, self.n, self.n), self.timing.min)
+
+    @property
+    def worst_tflops(self) -> float:
+        return timing.tflops(timing.matmul_flop(self.n, self.n, self.n), self.timing.max)
 
     @property
     def of_peak(self) -> float | None:
@@ -81,7 +90,8 @@ def matmul_sweep(device: str | None = None, sizes: list[int] | None = None,
 
 
 def plot_sweep(points: list[SweepPoint], name: str = "matmul_sweep"):
-    """TFLOP/s against n per dtype, with each dtype's datasheet peak as a dashed line."""
+    """TFLOP/s against n per dtype (median call, bars from the slowest to the fastest call),
+    with each dtype's datasheet peak as a dashed line."""
     device = env.device_info()
     fig, ax = plots.figure(f"matmul a @ b: achieved TFLOP/s on {device.name}",
                            xlabel="n (square n×n @ n×n)", ylabel="TFLOP/s")
@@ -89,8 +99,11 @@ def plot_sweep(points: list[SweepPoint], name: str = "matmul_sweep"):
               "float16": "#2ca02c"}
     for dtype in dict.fromkeys(p.dtype for p in points):
         pts = [p for p in points if p.dtype == dtype]
-        ax.plot([p.n for p in pts], [p.tflops for p in pts], "o-", label=dtype,
-                color=colors.get(dtype))
+        # marker: the median call; bar: from the slowest to the fastest call
+        ax.errorbar([p.n for p in pts], [p.tflops for p in pts],
+                    yerr=[[p.tflops - p.worst_tflops for p in pts],
+                          [p.best_tflops - p.tflops for p in pts]],
+                    fmt="o-", capsize=3, label=dtype, color=colors.get(dtype))
         if pts[0].peak:
             ax.axhline(pts[0].peak, ls="--", lw=1, color=colors.get(dtype), alpha=0.6)
             ax.annotate(f"{dtype} datasheet peak {pts[0].peak:,.0f}", xy=(0.01, pts[0].peak),
