@@ -139,13 +139,18 @@ def _driver_version() -> str | None:
         return None
 
 
+def peaks_for(name: str) -> dict[str, float]:
+    """Datasheet peaks of the GPU called ``name`` (empty when the course does not know it)."""
+    return dict(next((p for key, p in _PEAKS if key in name), {}))
+
+
 @functools.cache
 def device_info() -> DeviceInfo:
     """Describe the default device (GPU 0, else the CPU)."""
     if not HAS_CUDA:
         return DeviceInfo(name=_cpu_name(), kind="cpu")
     props = torch.cuda.get_device_properties(0)
-    peaks = next((p for key, p in _PEAKS if key in props.name), {})
+    peaks = peaks_for(props.name)
     return DeviceInfo(
         name=props.name,
         kind="cuda",

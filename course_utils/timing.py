@@ -84,7 +84,10 @@ def _describe(fn: object) -> str:
 
 def _pick_device(device: str | torch.device | None, args: Iterable[object]) -> str:
     if device is not None:
-        kind = torch.device(device).type
+        try:
+            kind = torch.device(device).type
+        except (RuntimeError, TypeError):
+            kind = None
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"benchmark(device=...) expected 'cpu' or 'cuda', got {device!r}")
         if kind == "cuda" and not env.HAS_CUDA:

@@ -1,0 +1,107 @@
+"""course_utils.env: requirements with reasons, device description, environment stamp."""
+
+import os
+
+import pytest
+import torch
+
+from course_utils import env
+
+
+def test_default_device_matches_torch():
+    assert env.HAS_CUDA == torch.cuda.is_available()
+    assert env.DEFAULT_DEVICE == ("cuda" if env.HAS_CUDA else "cpu")
+
+
+def test_triton_runs_in_its_interpreter_without_a_gpu():
+    if not env.HAS_CUDA:
+        assert os.environ.get("TRITON_INTERPRET") == "1"
+        assert env.TRITON_INTERPRET
+
+
+def test_cuda_requirement_has_a_reason_exactly_when_there_is_no_gpu():
+    reasons = env.unmet("cuda")
+    if env.HAS_CUDA:
+        assert reasons == []
+    else:
+        assert len(reasons) == 1 and reasons[0].startswith("no CUDA GPU")
+
+
+def test_arch_requirements_compare_compute_capability():
+    assert env.unmet("sm_999")  # no GPU has that, on any machine
+    if env.HAS_CUDA:
+        assert env.unmet(env.device_info().arch) == []
+        assert env.unmet("sm_999") == [f"needs sm_999+; this GPU is {env.device_info().arch}"]
+    assert env.unmet("SM90") == env.unmet("sm_90")  # case and underscore do not matter
+
+
+def test_unknown_requirement_lists_the_known_ones():
+    with pytest.raises(ValueError) as err:
+        env.unmet("cuda", "gpux")
+    message = str(err.value)
+    assert "'gpux'" in message
+    for known in ("cuda", "nvcc", "nvrtc", "triton-gpu", "sm_XY"):
+        assert known in message
+
+
+def test_requires_prints_one_line_and_returns_false(monkeypatch, capsys):
+    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setattr(env, "STRICT", False)
+    assert env.requires("always") is True
+    assert capsys.readouterr().out == ""
+    assert env.requires("always", "never") is False
+    assert capsys.readouterr().out == ("skipped this cell: needs always never: "
+                                       "the test says no\n")
+
+
+def test_strict_mode_makes_an_unmet_requirement_an_error(monkeypatch):
+    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setattr(env, "STRICT", True)
+    with pytest.raises(env.RequirementError, match="the test says no.*COURSE_STRICT=1"):
+        env.requires("never")
+
+
+def test_device_slug():
+    assert env.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert env.device_slug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
+    assert env.device_slug() == env.device_slug(env.device_info().name)
+
+
+def test_datasheet_peaks_pick_the_right_variant():
+    assert env.peaks_for("NVIDIA H100 80GB HBM3")["bfloat16"] == 989
+    assert env.peaks_for("NVIDIA H100 PCIe")["bfloat16"] == 756  # not the SXM figure
+    assert env.peaks_for("NVIDIA H200")["bandwidth_gbs"] == 4800
+    assert env.peaks_for("Some Future GPU") == {}
+    info = env.DeviceInfo(name="NVIDIA H100 80GB HBM3", kind="cuda", capability=(9, 0),
+                          peaks=env.peaks_for("NVIDIA H100 80GB HBM3"))
+    assert info.arch == "sm_90"
+    assert info.peak_tflops(torch.bfloat16) == 989
+    assert info.peak_tflops("float8_e4m3fn") == 1979
+    assert info.peak_tflops(torch.float64) is None
+
+
+def test_device_info_describes_this_machine():
+    info = env.device_info()
+    assert info.kind == env.DEFAULT_DEVICE
+    assert info.name
+    if info.kind == "cpu":
+        assert info.arch is None and str(info).startswith("CPU: ")
+    else:
+        assert info.sms > 0 and info.memory_gb > 0 and info.arch.startswith("sm_")
+
+
+def test_environment_stamp(monkeypatch):
+    stamp = env.environment()
+    assert {"device", "driver", "cuda", "torch", "triton", "python", "git", "date"} <= set(stamp)
+    assert stamp["torch"] == torch.__version__
+    line = env.environment_line()
+    assert stamp["device"] in line and f"torch {torch.__version__}" in line
+    monkeypatch.setenv("COURSE_GIT_REVISION", "abc1234")
+    assert env.git_revision() == "abc1234"
+
+
+def test_var_dir_is_created_under_var():
+    path = env.var_dir("test_env_scratch")
+    assert path.is_dir() and path.parent == env.VAR
+    path.rmdir()

@@ -1,0 +1,68 @@
+"""The %%requires cell magic, run by a real IPython shell in-process."""
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from course_utils import env
+
+
+@pytest.fixture
+def shell(monkeypatch):
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext course_utils")
+    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setattr(env, "STRICT", False)
+    ip.user_ns.pop("ran", None)
+    return ip
+
+
+def test_met_requirement_runs_the_cell(shell):
+    result = shell.run_cell("%%requires always\nran = 6 * 7")
+    assert result.success
+    assert shell.user_ns["ran"] == 42
+
+
+def test_unmet_requirement_prints_one_line_and_skips(shell, capsys):
+    result = shell.run_cell("%%requires always never\nran = True")
+    assert result.success  # the notebook goes on
+    assert "ran" not in shell.user_ns
+    out = capsys.readouterr().out
+    assert out == "skipped this cell: needs always never: the test says no\n"
+
+
+def test_real_requirements_agree_with_env(shell, capsys):
+    shell.run_cell("%%requires cuda\nran = True")
+    assert ("ran" in shell.user_ns) == env.HAS_CUDA
+    if not env.HAS_CUDA:
+        assert capsys.readouterr().out.startswith("skipped this cell: needs cuda: no CUDA GPU")
+
+
+def test_strict_mode_turns_a_skip_into_an_error(shell, monkeypatch):
+    monkeypatch.setattr(env, "STRICT", True)
+    result = shell.run_cell("%%requires never\nran = True")
+    assert not result.success
+    assert isinstance(result.error_in_exec, env.RequirementError)
+    assert "COURSE_STRICT=1" in str(result.error_in_exec)
+    assert "ran" not in shell.user_ns
+
+
+def test_unknown_requirement_names_the_known_ones(shell):
+    result = shell.run_cell("%%requires cdua\nran = True")
+    assert not result.success
+    message = str(result.error_in_exec)
+    assert "unknown requirement 'cdua'" in message and "cuda" in message and "sm_XY" in message
+
+
+def test_no_requirement_is_an_error(shell):
+    result = shell.run_cell("%%requires\nran = True")
+    assert not result.success
+    assert "at least one requirement" in str(result.error_in_exec)
+
+
+def test_a_failing_cell_under_requires_fails(shell):
+    result = shell.run_cell("%%requires always\nraise KeyError('inside the cell')")
+    assert not result.success
+    error = result.error_in_exec
+    assert isinstance(error, RuntimeError) and "failed" in str(error)
+    assert isinstance(error.__cause__, KeyError)

@@ -1,0 +1,97 @@
+"""course_utils.timing: the one stopwatch, its statistics, and clear errors."""
+
+import time
+
+import pytest
+import torch
+
+from course_utils import env, timing
+
+
+def test_statistics_of_known_samples():
+    t = timing.Timing(name="x", times_ms=(1.0, 2.0, 3.0, 10.0), device="cpu")
+    assert (t.median, t.mean, t.min, t.max, t.n) == (2.5, 4.0, 1.0, 10.0, 4)
+    assert t.stdev == pytest.approx(4.0825, rel=1e-4)
+    assert timing.Timing("y", (5.0,), "cpu").stdev == 0.0
+    text = repr(t)
+    assert text.startswith("x: median 2.5 ms") and "n=4" in text and "cpu" in text
+    assert t.as_dict()["median_ms"] == 2.5
+
+
+def test_benchmark_measures_what_the_function_takes():
+    def sleepy():
+        time.sleep(0.002)
+
+    t = timing.benchmark(sleepy, reps=5, warmup=1, device="cpu")
+    assert t.n == 5 and t.name.endswith("sleepy") and t.device == "cpu"
+    assert 2.0 <= t.min <= t.median <= t.max
+    assert t.median < 100  # a 2 ms sleep, even on a busy CI machine
+
+
+def test_benchmark_warms_up_before_timing():
+    calls = []
+    timing.benchmark(lambda: calls.append(1), warmup=4, reps=6, device="cpu")
+    assert len(calls) == 10
+
+
+def test_benchmark_picks_enough_reps_by_default():
+    x = torch.ones(8)
+    t = timing.benchmark(torch.neg, x, min_time_s=0.01)
+    assert 5 <= t.n <= 1000
+    assert t.device == x.device.type
+
+
+def test_not_callable_is_a_type_error():
+    with pytest.raises(TypeError, match=r"benchmark\(fn=...\) expected a callable, got int"):
+        timing.benchmark(42)
+    with pytest.raises(TypeError, match="callable"):
+        timing.sweep("not a function", [1, 2])
+
+
+def test_function_that_raises_is_named_with_the_original_error():
+    def broken(x):
+        raise ZeroDivisionError("no dividing here")
+
+    with pytest.raises(RuntimeError, match=r"broken raised ZeroDivisionError during warm-up: "
+                                           r"no dividing here") as err:
+        timing.benchmark(broken, torch.ones(1))
+    assert isinstance(err.value.__cause__, ZeroDivisionError)
+
+
+def test_bad_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="reps"):
+        timing.benchmark(torch.neg, torch.ones(1), reps=0)
+    with pytest.raises(ValueError, match="expected 'cpu' or 'cuda', got 'tpu'"):
+        timing.benchmark(torch.neg, torch.ones(1), device="tpu")
+    if not env.HAS_CUDA:
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            timing.benchmark(torch.neg, torch.ones(1), device="cuda")
+
+
+def test_sweep_runs_each_parameter_in_order():
+    results = timing.sweep(lambda n: n * n, [1, 2, 3], desc="squares")
+    assert results == [1, 4, 9]
+    timings = timing.sweep(lambda n: timing.benchmark(torch.zeros, n, reps=3, device="cpu"),
+                           [16, 32])
+    assert [t.n for t in timings] == [3, 3]
+
+
+def test_throughput_helpers():
+    assert timing.matmul_flop(2, 3, 4) == 48
+    assert timing.tflops(2e12, 1000.0) == pytest.approx(2.0)
+    assert timing.gbps(3e9, 1000.0) == pytest.approx(3.0)
+    assert timing.gbps(1e6, 1.0) == pytest.approx(1.0)  # 1 MB in 1 ms
+    x = torch.ones(10, dtype=torch.float16)
+    assert timing.tensor_bytes(x, x.float()) == 20 + 40
+    assert timing.geomean([1, 100]) == pytest.approx(10.0)
+
+
+def test_format_ms_picks_a_readable_unit():
+    assert timing.format_ms(0.0005) == "500 ns"
+    assert timing.format_ms(0.0123) == "12.3 µs"
+    assert timing.format_ms(12.34) == "12.3 ms"
+    assert timing.format_ms(2500) == "2.5 s"
+
+
+def test_copy_bandwidth_is_positive():
+    assert timing.copy_bandwidth(nbytes=1 << 20) > 0
