@@ -21,6 +21,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -119,6 +120,29 @@ def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
 def library_path(result: cuda_ext.Build) -> Path:
     """The shared library a build produced (for ``cuobjdump``)."""
     return Path(result.module.__file__)
+
+
+def cuda_tool(name: str) -> str | None:
+    """``cuobjdump`` / ``nvdisasm``: from PATH, the CUDA toolkit, or the copy Triton ships."""
+    if found := shutil.which(name):
+        return found
+    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name]
+    with contextlib.suppress(ImportError):
+        import triton
+
+        candidates.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
+    return next((str(p) for p in candidates if p.exists()), None)
+
+
+def machine_code(result: cuda_ext.Build, what: str = "sass") -> str:
+    """``cuobjdump`` of the built library: ``"sass"``, ``"ptx"`` or ``"resources"`` (registers)."""
+    cuobjdump = cuda_tool("cuobjdump")
+    if cuobjdump is None:
+        raise RuntimeError("cuobjdump not found (CUDA toolkit or the triton package ship it)")
+    flag = {"sass": "-sass", "ptx": "-ptx", "resources": "--dump-resource-usage"}[what]
+    done = subprocess.run([cuobjdump, flag, str(library_path(result))], capture_output=True,
+                          text=True, check=True)
+    return done.stdout
 
 
 # -- registry entries ------------------------------------------------------------------------

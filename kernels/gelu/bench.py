@@ -1,0 +1,118 @@
+"""GeLU benchmark (lesson 03, also used by lesson 02): every provider against copy bandwidth.
+
+GeLU reads each element once and writes it once, so its ceiling is the device's copy bandwidth,
+measured here in the same run on the same number of bytes. The peer is ``F.gelu``.
+``run()`` also runs ``compute-sanitizer`` (memcheck and racecheck) on the CUDA kernels and
+returns its summary as a note.
+
+    python -m course_utils bench gelu          # 2^28 elements, float32 and bfloat16
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+
+import torch
+
+from course_utils import env, results, timing
+from course_utils.plots import stamped_table
+from kernels.registry import get_kernel, get_kernels, reference
+
+LESSON = "03_cuda_gelu"
+GPU_ELEMENTS = 1 << 28
+CPU_ELEMENTS = 1 << 18  # the Triton interpreter is ~450x slower than torch: keep CPU runs small
+PEER = "F.gelu"
+
+
+def measure(n: int, dtype: torch.dtype, device: str | None = None,
+            providers: list | None = None, min_time_s: float = 0.2) -> tuple[float, list[dict]]:
+    """Time every GeLU kernel that runs a length-``n`` ``dtype`` vector here.
+
+    Returns (copy bandwidth in GB/s on the same bytes, rows of name/ms/GB/s/ratios). Kernels that
+    cannot run here get a row with their reason instead of a time.
+    """
+    device = device or env.DEFAULT_DEVICE
+    x = torch.randn(n, device=device).to(dtype)
+    nbytes = 2 * timing.tensor_bytes(x)  # one read and one write per element
+    copy = timing.copy_bandwidth(nbytes // 2, device=device)
+    peer_ms = timing.benchmark(reference("gelu"), x, name=PEER, min_time_s=min_time_s).median
+    rows = []
+    for kernel in providers or get_kernels("gelu"):
+        if reason := kernel.supports(x):
+            rows.append({"kernel": kernel.label, "ms": None, "GB/s": None, "of copy": None,
+                         "vs F.gelu": None, "note": reason})
+            continue
+        kernel.load()  # a first-call build is not part of the time
+        ms = (peer_ms if kernel.is_reference else
+              timing.benchmark(kernel, x, name=kernel.name, min_time_s=min_time_s).median)
+        gbs = timing.gbps(nbytes, ms)
+        rows.append({"kernel": kernel.label, "ms": ms, "GB/s": gbs, "of copy": gbs / copy,
+                     "vs F.gelu": peer_ms / ms, "note": ""})
+    return copy, rows
+
+
+def sanitizer_path() -> str | None:
+    path = shutil.which("compute-sanitizer")
+    if path is None and env.nvcc_path():
+        candidate = env.nvcc_path().rsplit("/", 1)[0] + "/compute-sanitizer"
+        path = candidate if shutil.which(candidate) else None
+    return path
+
+
+def sanitize(tool: str) -> tuple[str, str, int]:
+    """Run ``compute-sanitizer --tool <tool>`` on :mod:`kernels.gelu.sanitize_check`.
+
+    Returns (the command, its ERROR SUMMARY line, exit status).
+    """
+    sanitizer = sanitizer_path()
+    if sanitizer is None:
+        raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
+    command = [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m",
+               "kernels.gelu.sanitize_check"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=env.ROOT)
+    output = done.stdout + done.stderr
+    summary = next((line.strip() for line in output.splitlines() if "ERROR SUMMARY" in line),
+                   output.strip().splitlines()[-1] if output.strip() else "(no output)")
+    shown = " ".join(c if "/" not in c else c.rsplit("/", 1)[-1] for c in command)
+    return shown, summary, done.returncode
+
+
+def run(quick: bool = False) -> list[results.Record | results.Note]:
+    if env.HAS_CUDA:
+        n = 1 << 24 if quick else GPU_ELEMENTS
+    else:
+        n = CPU_ELEMENTS // (4 if quick else 1)
+    records: list[results.Record | results.Note] = []
+    for dtype in (torch.float32, torch.bfloat16):
+        copy, rows = measure(n, dtype)
+        dtype_name = str(dtype).removeprefix("torch.")
+        print(stamped_table(rows, title=f"GeLU, n=2^{n.bit_length() - 1} {dtype_name}, "
+                                        f"copy bandwidth {copy:,.0f} GB/s"))
+        peer = next(r["GB/s"] for r in rows if r["kernel"] == "eager")
+        for row in rows:
+            if row["GB/s"] is None or row["kernel"] == "eager":
+                continue
+            records.append(results.Record(
+                lesson=LESSON, what=f"gelu {row['kernel']} {dtype_name} n=2^{n.bit_length() - 1}",
+                value=round(row["GB/s"], 1), unit="GB/s",
+                ceiling=round(copy, 1), ceiling_what="device copy bandwidth, same run",
+                peer=round(peer, 1), peer_what=f"{PEER}, same run"))
+    if env.HAS_CUDA and sanitizer_path():
+        get_kernel("gelu", "cuda", "vectorized").load()  # build before the sanitizer runs
+        lines = []
+        for tool in ("memcheck", "racecheck"):
+            start = time.perf_counter()
+            command, summary, status = sanitize(tool)
+            lines.append(f"    $ {command}\n    {summary}   (exit {status}, "
+                         f"{time.perf_counter() - start:.0f} s)")
+            print(lines[-1])
+        records.append(results.Note(LESSON, "compute-sanitizer on the CUDA GeLU kernels "
+                                    "(naive and vectorised; float32, float16, bfloat16; odd "
+                                    "lengths, an unaligned view, empty):\n\n" + "\n".join(lines)))
+    else:
+        print("compute-sanitizer: skipped (needs a CUDA GPU and the CUDA toolkit's "
+              "compute-sanitizer)")
+    return records
