@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -161,19 +162,33 @@ def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -
     ``fn`` usually builds inputs for one size and returns :func:`benchmark` of the kernel on
     them, or a dict of numbers for a table row.
     """
-    try:  # a widget bar in Jupyter when ipywidgets is there, a text bar otherwise (no warning)
-        import ipywidgets  # noqa: F401
-        from tqdm.auto import tqdm
-    except ImportError:
-        from tqdm import tqdm
-
     if not callable(fn):
         raise TypeError(f"sweep(fn=...) expected a callable, got {type(fn).__name__}")
     params = list(params)
     results = []
-    for param in tqdm(params, desc=desc, leave=False):
+    for param in _progress(params, desc):
         results.append(fn(param, **bench_kwargs) if bench_kwargs else fn(param))
     return results
+
+
+def _progress(items: list, desc: str):
+    """tqdm's bar: a widget in Jupyter when ipywidgets is installed, text otherwise; a plain
+    counter on stderr where tqdm is missing (a bare GPU box)."""
+    try:
+        try:
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
+    except ImportError:
+        def counter():
+            for i, item in enumerate(items):
+                print(f"\r{desc}: {i}/{len(items)}", end="", file=sys.stderr, flush=True)
+                yield item
+            print(f"\r{desc}: {len(items)}/{len(items)}", file=sys.stderr, flush=True)
+
+        return counter()
+    return tqdm(items, desc=desc, leave=False)
 
 
 def tflops(flop: float, ms: float) -> float:

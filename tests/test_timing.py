@@ -95,3 +95,11 @@ def test_format_ms_picks_a_readable_unit():
 
 def test_copy_bandwidth_is_positive():
     assert timing.copy_bandwidth(nbytes=1 << 20) > 0
+
+
+def test_sweep_without_tqdm_still_shows_progress(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # importing tqdm now raises ImportError
+    assert timing.sweep(lambda n: -n, [1, 2], desc="bare box") == [-1, -2]
+    assert "bare box: 2/2" in capsys.readouterr().err
