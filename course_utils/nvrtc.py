@@ -31,6 +31,7 @@ At compile time the part above the marker is replaced by a header generated from
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -295,8 +296,26 @@ _memory: dict[str, Compiled] = {}
 _lock = threading.Lock()
 
 
+_cache_override: Path | None = None
+
+
 def cache_dir() -> Path:
-    return env.var_dir("nvrtc_cache")
+    """The on-disk cache: ``var/nvrtc_cache/`` unless :func:`use_cache_dir` says otherwise."""
+    return _cache_override or env.var_dir("nvrtc_cache")
+
+
+@contextlib.contextmanager
+def use_cache_dir(path: str | os.PathLike):
+    """Cache in ``path`` inside the ``with`` block (memory cache cleared on entry and exit):
+    for demos and tests that must start from an empty cache every time they run."""
+    global _cache_override
+    previous, _cache_override = _cache_override, Path(path)
+    clear_memory_cache()
+    try:
+        yield Path(path)
+    finally:
+        _cache_override = previous
+        clear_memory_cache()
 
 
 def clear_memory_cache() -> None:
