@@ -12,7 +12,8 @@ from kernels.gelu import bench
 
 
 def test_no_provider_returns_nan_for_huge_inputs():
-    x = torch.tensor([-3e38, -1e30, -1e4, -20.0, 0.0, 20.0, 1e4, 1e30, 3e38])
+    x = torch.tensor([-3e38, -1e30, -1e4, -20.0, 0.0, 20.0, 1e4, 1e30, 3e38],
+                     device=env.DEFAULT_DEVICE)
     for kernel in kernels.get_kernels("gelu", x):
         y = kernel(x)
         assert not y.isnan().any(), f"{kernel.name}: {y}"
@@ -30,6 +31,12 @@ def test_gelu_rejects_what_is_not_a_float_tensor():
 def test_cuda_provider_explains_why_it_cannot_run_a_cpu_tensor():
     reason = kernels.get_kernel("gelu", "cuda", "vectorized").supports(torch.ones(4))
     assert reason and ("CUDA" in reason or "nvcc" in reason)
+
+
+@pytest.mark.gpu
+def test_compiled_triton_explains_a_cpu_tensor():
+    reason = kernels.get_kernel("gelu", "triton").supports(torch.ones(4))
+    assert reason == "compiled Triton needs x on cuda, got x on cpu"
 
 
 @pytest.mark.gpu

@@ -5,15 +5,17 @@ import pytest
 import torch
 
 import kernels
+from course_utils import env
 from kernels.softmax import triton_softmax
 
 
 def test_rows_sum_to_one_and_are_non_negative():
-    x = 30 * torch.randn(7, 2049)
+    x = 30 * torch.randn(7, 2049, device=env.DEFAULT_DEVICE)
     for kernel in kernels.get_kernels("softmax", x):
         y = kernel(x)
         assert (y >= 0).all(), kernel.name
-        torch.testing.assert_close(y.sum(-1), torch.ones(7), msg=lambda m, k=kernel.name: k + m)
+        torch.testing.assert_close(y.sum(-1), torch.ones(7, device=x.device),
+                                   msg=lambda m, k=kernel.name: k + m)
 
 
 def test_softmax_rejects_a_1d_input_naming_it():
@@ -22,7 +24,7 @@ def test_softmax_rejects_a_1d_input_naming_it():
 
 
 def test_triton_softmax_says_why_a_very_long_row_does_not_fit():
-    x = torch.empty(1, triton_softmax.MAX_COLUMNS + 1)
+    x = torch.empty(1, triton_softmax.MAX_COLUMNS + 1, device=env.DEFAULT_DEVICE)
     reason = kernels.get_kernel("softmax", "triton").supports(x)
     assert reason is not None and "columns" in reason
 

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
+from kernels.gelu.triton_gelu import triton_device_check
 from kernels.registry import register
 from kernels.softmax import FLOAT_DTYPES
 
@@ -42,6 +43,8 @@ def num_warps_for(block: int) -> int:
 
 
 def _check(x: torch.Tensor) -> str | None:
+    if reason := triton_device_check(x):
+        return reason
     if x.shape[-1] > MAX_COLUMNS:
         return (f"keeps a row in registers: at most {MAX_COLUMNS} columns, "
                 f"got x with {x.shape[-1]}")
