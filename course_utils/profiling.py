@@ -46,6 +46,7 @@ import html
 import json
 import re
 import tempfile
+import warnings
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -124,9 +125,10 @@ class Profile:
         lines = [f"profile {self.name!r} on {self.device}: {_fmt_count(self.launches)} "
                  f"{self._what()} per call, {time_what} {timing.format_ms(self.kernel_time_ms)}"
                  f" of {timing.format_ms(self.wall_ms)} wall (over {self.reps} profiled calls)"]
+        labels = kernel_labels(self.kernels)
         for kernel, count, ms in self.top_kernels():
             lines.append(f"  {_fmt_count(count):>5} × {timing.format_ms(ms):>9}  "
-                         f"{short_name(kernel)}")
+                         f"{labels[kernel]}")
         if len(self.kernels) > 10:
             lines.append(f"  ... and {len(self.kernels) - 10} more")
         lines.append(f"  stacks: {_rel(self.stacks_path)}  flame graph: "
@@ -138,11 +140,12 @@ class Profile:
 
     def _repr_html_(self) -> str:
         time_what = "device time" if self.device == "cuda" else "self CPU time"
+        labels = kernel_labels(self.kernels)
         rows = "".join(
             f"<tr><td style='text-align:right'>{_fmt_count(c)}</td>"
             f"<td style='text-align:right'>{html.escape(timing.format_ms(ms))}</td>"
             f"<td style='text-align:left' title='{html.escape(k, quote=True)}'>"
-            f"<code>{html.escape(short_name(k))}</code></td></tr>"
+            f"<code>{html.escape(labels[k])}</code></td></tr>"
             for k, c, ms in self.top_kernels(15))
         return (f"<b>profile {html.escape(self.name)}</b> on {self.device}: "
                 f"{_fmt_count(self.launches)} {self._what()} per call, {time_what} "
@@ -203,7 +206,36 @@ def short_name(kernel: str) -> str:
             depth = max(depth - 1, 0)
         elif depth == 0:
             out.append(ch)
-    return "".join(out).strip() or kernel
+    return re.sub(r"(::)+", "::", "".join(out)).strip().strip(":") or kernel
+
+
+def kernel_detail(kernel: str, width: int = 100) -> str:
+    """A kernel name with its template arguments (namespaces dropped) but no parameter list:
+    ``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, std::array<char*, 3ul> >``.
+    Tells apart kernels that share a :func:`short_name`."""
+    name = re.sub(r"^void\s+", "", kernel.strip()).replace("(anonymous namespace)::", "")
+    if name.endswith(")"):  # drop the trailing parameter list, matching its parentheses
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                name = name[:i]
+                break
+    name = re.sub(r"\b(?!std::)[A-Za-z_]\w*::", "", name).strip()
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def kernel_labels(kernels) -> dict[str, str]:
+    """``kernel -> label`` for display: the short name, or more of the name where several
+    kernels share a short name (PyTorch's elementwise kernels all do)."""
+    shorts = Counter(short_name(k) for k in kernels)
+    labels: dict[str, str] = {}
+    seen: Counter = Counter()
+    for k in kernels:
+        label = short_name(k) if shorts[short_name(k)] == 1 else kernel_detail(k)
+        seen[label] += 1
+        labels[k] = label if seen[label] == 1 else f"{label} #{seen[label]}"
+    return labels
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,8 +269,10 @@ def _run(fn: Callable, args: tuple, kwargs: dict, *, label: str, reps: int, warm
     if kind == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     try:  # fn is called directly (no wrapper), so the stacks start at fn's own frames
-        with torch.profiler.profile(activities=activities, with_stack=with_stack,
-                                    record_shapes=False) as prof:
+        with warnings.catch_warnings(), torch.profiler.profile(
+                activities=activities, with_stack=with_stack, record_shapes=False) as prof:
+            # torch 2.11 warns that events are cleared after each cycle: we run one cycle
+            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle")
             for _ in range(reps):
                 with torch.profiler.record_function(label):
                     fn(*args, **kwargs)

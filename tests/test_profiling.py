@@ -134,3 +134,25 @@ def test_bad_name_is_a_value_error():
 
 def test_flamegraph_of_nothing_is_still_valid_svg():
     ET.fromstring(profiling.flamegraph_svg({}, title="empty <&>"))
+
+
+def test_anonymous_namespaces_leave_no_empty_scopes():
+    assert profiling.short_name("void (anonymous namespace)::softmax_warp_forward<float, 10>"
+                                "(float*, int)") == "softmax_warp_forward"
+    assert profiling.short_name("void at::native::(anonymous namespace)::CatArrayBatchedCopy<"
+                                "int>(int*)") == "at::native::CatArrayBatchedCopy"
+
+
+def test_kernels_sharing_a_short_name_get_distinct_labels():
+    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
+           " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, "
+           "std::array<char*, 3ul>)")
+    mul = add.replace("CUDAFunctor_add", "MulFunctor")
+    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    labels = profiling.kernel_labels([add, mul, gemm])
+    assert labels[gemm] == gemm
+    assert labels[add] == ("vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, "
+                           "std::array<char*, 3ul> >")
+    assert "MulFunctor" in labels[mul]
+    assert len(set(labels.values())) == 3
+    assert len(profiling.kernel_detail(add * 3, width=40)) == 40

@@ -178,9 +178,10 @@ def profile_rows(profiles: dict[str, profiling.Profile]) -> list[dict]:
     rows = []
     for name, p in profiles.items():
         top = p.top_kernels(1)
+        label = profiling.kernel_labels(p.kernels)[top[0][0]] if top else ""
         rows.append({"workload": name, "kernels/call": p.launches,
                      "kernel time": timing.format_ms(p.kernel_time_ms),
-                     "top kernel": profiling.short_name(top[0][0])[:60] if top else ""})
+                     "top kernel": label[:60]})
     return rows
 
 
@@ -212,7 +213,8 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
                                       value=p.launches, unit=what_kernels))
         records.append(results.Record(lesson=LESSON, what=f"profile {name}: kernel time per call",
                                       value=p.kernel_time_ms * 1e3, unit=time_unit))
-        kernels = ", ".join(f"`{profiling.short_name(k)}` ×{profiling._fmt_count(c)}"
+        labels = profiling.kernel_labels(p.kernels)
+        kernels = ", ".join(f"`{labels[k]}` ×{profiling._fmt_count(c)}"
                             for k, c, _ in p.top_kernels(5))
         lines.append(f"- **{name}**: {kernels}")
     records.append(results.Note(lesson=LESSON, text="\n".join(lines)))
