@@ -666,12 +666,14 @@ class Kernel:
             raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
         if block[0] * block[1] * block[2] > 1024:
             raise ValueError(f"block expected at most 1024 threads, got {block}")
+        if not isinstance(shared_mem, int) or shared_mem < 0:
+            raise ValueError(f"shared_mem expected a byte count >= 0, got {shared_mem!r}")
         values = check_args(self.compiled.name, self.params, args, self.device)
         if shared_mem > self._shared_configured:
             self.set_shared_memory(shared_mem)
         lib = compat.driver_library()
-        pointers = (ctypes.c_void_p * len(values))(
-            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        # cuLaunchKernel takes an array of pointers to the argument values (kept alive here)
+        pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
         stream = stream or torch.cuda.current_stream(self.device)
         with torch.cuda.device(self.device):
             compat.check_driver(lib.cuLaunchKernel(self._func, *grid, *block, shared_mem,
@@ -761,6 +763,9 @@ def load(compiled: Compiled, device: int | None = None) -> Kernel:
     if not torch.cuda.is_available():
         raise NoGPUError(f"cannot load {compiled.name}: {'; '.join(env.unmet('cuda'))}. "
                          "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
+    if not compiled.lowered_name:
+        raise ValueError("this program was compiled without a kernel name (name=None): "
+                         "compile it with the kernel's name to load it")
     device = torch.cuda.current_device() if device is None else device
     cap = torch.cuda.get_device_capability(device)
     have = f"sm_{cap[0]}{cap[1]}"
