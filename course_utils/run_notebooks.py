@@ -82,7 +82,9 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     nb = nbformat.read(str(path), as_version=4)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(Path(path).parent)}})
+                            resources={"metadata": {"path": str(Path(path).parent)}},
+                            # the kernel's own start-up chatter ("running over TCP ...")
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
     status, error = "ok", ""
     start = time.perf_counter()
     try:
