@@ -417,13 +417,12 @@ def _frame_name(event: dict) -> str:
     return name.replace(";", ",").replace("\n", " ")
 
 
-def _forest(events: list[dict], root: dict) -> list[_Node]:
-    """Nest the host events of ``root``'s thread that lie inside ``root`` (the root included)."""
-    lo, hi = float(root["ts"]), float(root["ts"]) + float(root.get("dur", 0.0))
+def _forest(events: list[dict], thread: tuple, lo: float, hi: float) -> list[_Node]:
+    """Nest the host events of ``thread`` (pid, tid) that lie inside the window [lo, hi]."""
     eps = 1e-3  # timestamps are µs with ns decimals
     inside = [e for e in events
               if e.get("ph") == "X" and e.get("cat") in _HOST_CATEGORIES
-              and e.get("tid") == root.get("tid") and e.get("pid") == root.get("pid")
+              and (e.get("pid"), e.get("tid")) == thread
               and float(e["ts"]) >= lo - eps
               and float(e["ts"]) + float(e.get("dur", 0.0)) <= hi + eps]
     inside.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
@@ -442,6 +441,34 @@ def _forest(events: list[dict], root: dict) -> list[_Node]:
             roots.append(node)
         open_nodes.append(node)
     return roots
+
+
+def _region_forests(events: list[dict], region: dict) -> list[_Node]:
+    """The host events of one profiled call: those on the calling thread, nested under the
+    region itself, and those that other threads ran meanwhile (the autograd engine runs a GPU
+    backward pass on its own thread), under ``<region>;thread <tid>``."""
+    lo, hi = float(region["ts"]), float(region["ts"]) + float(region.get("dur", 0.0))
+    home = (region.get("pid"), region.get("tid"))
+    forests = _forest(events, home, lo, hi)
+    others = sorted({(e.get("pid"), e.get("tid")) for e in events
+                     if e.get("ph") == "X" and e.get("cat") in _HOST_CATEGORIES
+                     and lo <= float(e["ts"]) <= hi} - {home}, key=str)
+    for thread in others:
+        # only trees that do PyTorch work (other Python threads, e.g. Jupyter's, are noise)
+        roots = [r for r in _forest(events, thread, lo, hi)
+                 if any(n.event.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")
+                        for n in _walk([r]))]
+        if not roots:
+            continue
+        top = _Node({"name": region.get("name"), "cat": "user_annotation", "ts": lo, "dur": 0})
+        holder = _Node({"name": f"thread {thread[1]}", "cat": "user_annotation", "ts": lo,
+                        "dur": 0}, parent=top)
+        top.children.append(holder)
+        for root in roots:
+            root.parent = holder
+            holder.children.append(root)
+        forests.append(top)
+    return forests
 
 
 def _walk(nodes: list[_Node]):
@@ -466,11 +493,11 @@ def _parse(events: list[dict], label: str, kind: str) -> _Parsed:
     launchers: dict[object, _Node] = {}  # correlation id -> the runtime call that launched it
     for region in regions:
         parsed.wall_us += float(region.get("dur", 0.0))
-        for node in _walk(_forest(events, region)):
+        for node in _walk(_region_forests(events, region)):
             if _is_profiler_frame(node) or any(_is_profiler_frame(a) for a in _ancestors(node)):
                 continue
             stack = ";".join(node.stack())
-            if (us := node.self_us) > 0:
+            if node.event.get("dur") and (us := node.self_us) > 0:
                 parsed.cpu_stacks[stack] += us
             if node.event.get("cat") in ("cuda_runtime", "cuda_driver"):
                 corr = node.event.get("args", {}).get("correlation")

@@ -156,3 +156,19 @@ def test_kernels_sharing_a_short_name_get_distinct_labels():
     assert "MulFunctor" in labels[mul]
     assert len(set(labels.values())) == 3
     assert len(profiling.kernel_detail(add * 3, width=40)) == 40
+
+
+def test_backward_pass_kernels_are_counted():
+    # on a GPU the autograd engine launches the backward kernels from its own thread
+    x = torch.randn(256, 256, device=DEVICE)
+    w = torch.randn(256, 256, device=DEVICE, requires_grad=True)
+
+    def step():
+        (x @ w).relu().sum().backward()
+
+    counts = count_kernels(step)
+    # forward: matmul, relu, sum; backward: ones, threshold_backward, matmul, grad accumulation
+    assert sum(counts.values()) >= 6, counts
+    p = profile(step, name="test_backward", show=False, reps=1)
+    assert p.launches == sum(counts.values())
+    assert read_folded(p.stacks_path)
