@@ -3,7 +3,7 @@
     cd kernels/gelu && python setup.py build_ext --build-lib ../../var/build/gelu_setup
 
 (:func:`kernels.gelu.extension.build_setup` runs exactly this, timed, and imports the result.)
-The same sources also build through ``load_inline`` (:func:`kernels.gelu.cuda.build_inline`).
+The same sources also build through ``load_inline`` (:func:`kernels.gelu.extension.build_inline`).
 The binding is ``gelu_binding.cpp``, not ``gelu.cpp``: setuptools names each object file after its
 source's stem, so ``gelu.cpp`` and ``gelu.cu`` would both become ``gelu.o`` (ninja stops with
 "multiple rules generate gelu.o").
