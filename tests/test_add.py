@@ -2,6 +2,10 @@
 TORCH_LIBRARY op). On any machine the NVRTC source compiles for every dtype; on a GPU both
 providers must equal a + b bit for bit."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -49,5 +53,31 @@ def test_load_inline_registers_a_torch_op():
     kernels.get_kernel("add", "load_inline").load()
     a = torch.randn(100, device="cuda")
     torch.testing.assert_close(torch.ops.course_add.add(a, a), 2 * a)
-    with pytest.raises(RuntimeError, match="b expected the shape of a"):
-        torch.ops.course_add.add(a, a[:10])
+
+
+BAD_CALLS = """
+import torch
+from kernels.add import load_inline
+load_inline.build()
+a = torch.randn(100, device="cuda")
+for b in (a[:10], a.double(), a.cpu(), a.int()):
+    try:
+        torch.ops.course_add.add(a if b.dtype != torch.int32 else a.int(), b)
+    except RuntimeError as err:
+        print("raised:", str(err).splitlines()[0])
+"""
+
+
+@pytest.mark.gpu
+def test_bad_input_to_the_op_raises_and_the_process_survives():
+    # in a fresh process: if a C++ exception crashed Python, this test (not pytest) would see it
+    out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", BAD_CALLS],
+                         capture_output=True, text=True, timeout=600, cwd=env.ROOT,
+                         env={**os.environ, "PYTHONPATH": str(env.ROOT)})
+    assert out.returncode == 0, f"exit {out.returncode}:\n{out.stdout}\n{out.stderr[-3000:]}"
+    lines = out.stdout.splitlines()
+    assert any("b expected the shape of a [100], got [10]" in ln for ln in lines), lines
+    assert any("b expected the dtype of a" in ln for ln in lines), lines
+    assert any("b expected the device of a" in ln for ln in lines), lines
+    assert any("a expected float32, float64, float16 or bfloat16, got Int" in ln
+               for ln in lines), lines
