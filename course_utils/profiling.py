@@ -269,14 +269,15 @@ def _run(fn: Callable, args: tuple, kwargs: dict, *, label: str, reps: int, warm
     if kind == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     try:  # fn is called directly (no wrapper), so the stacks start at fn's own frames
-        with warnings.catch_warnings(), torch.profiler.profile(
-                activities=activities, with_stack=with_stack, record_shapes=False) as prof:
+        with warnings.catch_warnings():
             # torch 2.11 warns that events are cleared after each cycle: we run one cycle
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle")
-            for _ in range(reps):
-                with torch.profiler.record_function(label):
-                    fn(*args, **kwargs)
-            sync()
+            with torch.profiler.profile(activities=activities, with_stack=with_stack,
+                                        record_shapes=False) as prof:
+                for _ in range(reps):
+                    with torch.profiler.record_function(label):
+                        fn(*args, **kwargs)
+                sync()
     except Exception as err:
         raise RuntimeError(f"profile: {fn_name} raised {type(err).__name__} while being "
                            f"profiled: {err}") from err
