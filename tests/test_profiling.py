@@ -98,11 +98,13 @@ def test_kernel_tiles_are_parsed_from_gemm_names():
     names = {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x256x32_warpgroupsize2x1x1_"
              "execute_segment_k_off_kernel__5x_cublas": 1,
              "ampere_sgemm_128x64_nn": 1,
+             "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": 1,  # seen on an H200, cuBLAS 13
              "void at::native::vectorized_elementwise_kernel<4, float>(int, float)": 1}
     tiles = dict(profiling.kernel_tiles(names))
     assert tiles[next(iter(names))] == "128x256x32"
     assert tiles["ampere_sgemm_128x64_nn"] == "128x64"
-    assert len(tiles) == 2
+    assert tiles["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"] == "256x128_64x4"
+    assert len(tiles) == 3
 
 
 def test_short_name_drops_templates_and_parameters():
@@ -172,3 +174,10 @@ def test_backward_pass_kernels_are_counted():
     p = profile(step, name="test_backward", show=False, reps=1)
     assert p.launches == sum(counts.values())
     assert read_folded(p.stacks_path)
+
+
+def test_show_prints_summary_and_table_outside_jupyter(capsys):
+    p = profile(torch.neg, torch.ones(64, device=DEVICE), name="test_show", reps=1, show=True)
+    out = capsys.readouterr().out
+    assert out.startswith("profile 'test_show'")
+    assert p.table.strip() in out
