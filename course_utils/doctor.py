@@ -132,11 +132,13 @@ def lesson_rows(found: list[Lesson]) -> list[tuple[str, str, str]]:
                          f"all {len(lesson.requirements)} %%requires cells met "
                          f"({', '.join(needs)})"))
         else:
-            reasons: dict[str, int] = {}
+            needs: dict[str, int] = {}  # requirement line -> cells that skip with it
+            reasons: dict[str, None] = {}  # each distinct reason once, in order
             for reqs, why in fallbacks:
-                key = f"{' '.join(reqs)}: {'; '.join(why)}"
-                reasons[key] = reasons.get(key, 0) + 1
-            detail = "; ".join(f"{n}× needs {k}" for k, n in reasons.items())
+                needs[" ".join(reqs)] = needs.get(" ".join(reqs), 0) + 1
+                reasons.update(dict.fromkeys(why))
+            detail = (f"needs {', '.join(f'{k} ({n}×)' for k, n in needs.items())}: "
+                      f"{'; '.join(reasons)}")
             rows.append((lesson.name, f"falls back ({len(fallbacks)} of {lesson.cells} cells "
                          f"skip)", detail))
     return rows

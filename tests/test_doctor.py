@@ -23,6 +23,8 @@ def test_requires_lines_are_parsed(tmp_path):
 def test_lesson_table_says_what_falls_back_and_why(tmp_path):
     _notebook(tmp_path / "01_plain.ipynb", "x = 1")
     _notebook(tmp_path / "02_gpu.ipynb", "%%requires cuda\nx", "%%requires cuda\ny")
+    _notebook(tmp_path / "03_mixed.ipynb", "%%requires cuda nvcc\nx", "%%requires sm_999\ny",
+              "z = 1")
     rows = {name: (verdict, detail)
             for name, verdict, detail in doctor.lesson_rows(doctor.lessons(tmp_path))}
     assert rows["01_plain"][0] == "runs fully"
@@ -31,7 +33,13 @@ def test_lesson_table_says_what_falls_back_and_why(tmp_path):
     else:
         verdict, detail = rows["02_gpu"]
         assert verdict == "falls back (2 of 2 cells skip)"
-        assert detail == f"2× needs cuda: {env.unmet('cuda')[0]}"
+        assert detail == f"needs cuda (2×): {env.unmet('cuda')[0]}"
+    verdict, detail = rows["03_mixed"]
+    # each requirement line once with its count, each distinct reason once
+    assert verdict.startswith("falls back (")
+    assert "sm_999 (1×)" in detail
+    for reason in env.unmet("sm_999"):
+        assert detail.count(reason) == 1
 
 
 def test_main_prints_the_machine_and_lessons(tmp_path, capsys):
