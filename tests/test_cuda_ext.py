@@ -42,7 +42,7 @@ def test_library_holds_machine_code_for_both_kernels(built):
 @pytest.mark.parametrize("fn", ["gelu_naive", "gelu_vectorized"])
 def test_wrapper_rejects_bad_input_with_a_clear_message(built, fn):
     kernel = getattr(built.module, fn)
-    call = (lambda x: kernel(x)) if fn == "gelu_naive" else (lambda x: kernel(x, 0))
+    call = kernel
     with pytest.raises(RuntimeError, match="must be float32, float16 or bfloat16, got Int"):
         call(torch.zeros(8, dtype=torch.int32))
     with pytest.raises(RuntimeError, match="must be contiguous"):
@@ -57,6 +57,11 @@ def test_wrapper_rejects_bad_input_with_a_clear_message(built, fn):
             call(torch.zeros(8, dtype=torch.float64, device="cuda"))
         with pytest.raises(RuntimeError, match="must be contiguous"):
             call(torch.zeros(8, 8, device="cuda").t())
+        if fn == "gelu_vectorized":
+            with pytest.raises(RuntimeError, match="unroll must be 1, 2 or 4, got 3"):
+                kernel(torch.zeros(8, device="cuda"), 128, 3)
+            with pytest.raises(RuntimeError, match="threads must be a multiple of 32"):
+                kernel(torch.zeros(8, device="cuda"), 100)
 
 
 @pytest.mark.slow

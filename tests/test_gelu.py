@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import kernels
 from course_utils import env
-from kernels.gelu import bench
+from kernels.gelu import bench, extension
 
 
 def test_no_provider_returns_nan_for_huge_inputs():
@@ -46,6 +46,18 @@ def test_unaligned_views_and_tails(variant):
     base = torch.randn(10_007, device="cuda")
     for x in (base[1:], base[3:], base[:8191], base[:1]):  # starts 4/12 bytes in; odd tails
         torch.testing.assert_close(kernel(x), F.gelu(x, approximate="tanh"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("unroll", [1, 2, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grid_stride_loop_with_a_capped_grid(unroll, dtype):
+    ext = extension.build_inline().module
+    x = torch.randn(1_000_003, device="cuda").to(dtype)  # many loop steps over 1 block per SM
+    atol, rtol = kernels.OPS["gelu"].tol(dtype)
+    for threads in (32, 256, 1024):
+        torch.testing.assert_close(ext.gelu_vectorized(x, threads, unroll, 1),
+                                   F.gelu(x, approximate="tanh"), atol=atol, rtol=rtol)
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,13 +146,26 @@ def machine_code(result: cuda_ext.Build, what: str = "sass") -> str:
     return done.stdout
 
 
+def describe_kernel(mangled: str) -> tuple[str, str, int]:
+    """(kind, dtype, unroll) of a mangled kernel name from ``cuobjdump``.
+
+    ``..gelu_vectorized_kernelIfLi4EE..`` is ``gelu_vectorized_kernel<float, 4>``: ``f`` float,
+    ``6__half`` half, ``13__nv_bfloat16`` bfloat16, ``Li4E`` the int template argument 4.
+    """
+    kind = "vectorized" if "gelu_vectorized_kernel" in mangled else "naive"
+    dtype = ("bfloat16" if "__nv_bfloat16" in mangled else
+             "float16" if "__half" in mangled else "float32")
+    unroll = re.search(r"Li(\d+)E", mangled)
+    return kind, dtype, int(unroll.group(1)) if unroll else 1
+
+
 # -- registry entries ------------------------------------------------------------------------
 
 
 def _kernel(name: str):
     def build():
         fn = getattr(build_inline().module, name)
-        return (lambda x: fn(x, 0)) if name == "gelu_vectorized" else fn
+        return fn
 
     return build
 

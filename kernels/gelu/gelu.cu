@@ -5,8 +5,8 @@
 // Two kernels:
 //   * gelu_naive_kernel:      one element per thread, as many threads as elements;
 //   * gelu_vectorized_kernel: 16-byte loads and stores (4 floats, 8 halves/bfloat16s per access),
-//                             4 of them per thread per step, a grid-stride loop over a grid that
-//                             just fills the GPU, and the tail (n not a multiple of the vector
+//                             several per thread per step, a grid-stride loop (for a grid
+//                             capped below n), and the tail (n not a multiple of the vector
 //                             width) done element by element.
 // Both compute in float32 and index with int64_t: 2^31 elements and more must not overflow.
 // Built by setup.py (CUDAExtension) and by load_inline (course_utils.cuda_ext.build) from this
@@ -29,7 +29,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 namespace {
 
@@ -73,11 +72,10 @@ struct alignas(16) Vec16 {
 };
 
 // Each thread loads kUnroll vectors (coalesced: neighbouring threads, neighbouring vectors)
-// before computing any: 4 x 16 bytes in flight per thread keep enough loads outstanding to
-// cover DRAM latency with a grid of only one wave of blocks.
-constexpr int kUnroll = 4;
-
-template <typename T>
+// before computing any, so several 16-byte loads per thread are in flight to cover DRAM
+// latency. kUnroll is a template parameter (a register array needs a compile-time size); the
+// wrapper picks 1, 2 or 4 at run time.
+template <typename T, int kUnroll>
 __global__ void gelu_vectorized_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   using V = Vec16<T>;
   constexpr int kWidth = V::kSize;
@@ -137,14 +135,14 @@ void check_input(const at::Tensor& x, const char* fn) {
 
 constexpr int kThreads = 256;
 
-// (SM count, max resident threads per SM) of the current device.
-std::pair<int, int> sm_shape() {
-  int device = 0, sms = 0, threads_per_sm = 0;
+constexpr int64_t kDefaultThreads = 256;
+constexpr int64_t kDefaultUnroll = 4;
+
+int sm_count() {
+  int device = 0, sms = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm,
-                                        cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  return {sms, threads_per_sm};
+  return sms;
 }
 
 }  // namespace
@@ -167,8 +165,12 @@ at::Tensor gelu_naive(at::Tensor x) {
   return y;
 }
 
-// blocks_per_sm <= 0 picks the default: enough 256-thread blocks to fill every SM once.
-at::Tensor gelu_vectorized(at::Tensor x, int64_t blocks_per_sm) {
+// Launch configuration, each <= 0 for its default (tuned on an H200 at 2^28 elements):
+//   threads:       threads per block (a multiple of 32, at most 1024);
+//   unroll:        16-byte vectors per thread per loop step (1, 2 or 4);
+//   blocks_per_sm: cap on the grid, in blocks per SM; the grid-stride loop covers the rest.
+//                  Default: no cap, a grid that covers n in one step.
+at::Tensor gelu_vectorized(at::Tensor x, int64_t threads, int64_t unroll, int64_t blocks_per_sm) {
   check_input(x, "gelu_vectorized");
   const c10::cuda::CUDAGuard guard(x.device());
   auto y = at::empty_like(x);
@@ -179,17 +181,26 @@ at::Tensor gelu_vectorized(at::Tensor x, int64_t blocks_per_sm) {
       reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 != 0) {
     return gelu_naive(x);
   }
-  const auto [sms, threads_per_sm] = sm_shape();
-  if (blocks_per_sm <= 0) blocks_per_sm = threads_per_sm / kThreads;
+  if (threads <= 0) threads = kDefaultThreads;
+  if (unroll <= 0) unroll = kDefaultUnroll;
+  TORCH_CHECK(threads % 32 == 0 && threads <= 1024, "gelu_vectorized: threads must be a "
+              "multiple of 32 up to 1024, got ", threads);
+  TORCH_CHECK(unroll == 1 || unroll == 2 || unroll == 4, "gelu_vectorized: unroll must be 1, 2 "
+              "or 4, got ", unroll);
   const int64_t width = 16 / x.element_size();
-  const int64_t per_block = static_cast<int64_t>(kThreads) * kUnroll * width;
-  const int64_t needed = std::max<int64_t>(1, (n + per_block - 1) / per_block);
-  const int64_t blocks = std::min<int64_t>(needed, blocks_per_sm * sms);
+  const int64_t per_block = threads * unroll * width;
+  int64_t blocks = std::max<int64_t>(1, (n + per_block - 1) / per_block);
+  if (blocks_per_sm > 0) blocks = std::min<int64_t>(blocks, blocks_per_sm * sm_count());
+  blocks = std::min<int64_t>(blocks, INT32_MAX);  // the grid-stride loop covers the rest
   auto stream = c10::cuda::getCurrentCUDAStream();
   dispatch_float_types(x.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    gelu_vectorized_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), n);
+    const dim3 grid(static_cast<unsigned>(blocks)), block(static_cast<unsigned>(threads));
+    const auto* in = static_cast<const T*>(x.data_ptr());
+    auto* out = static_cast<T*>(y.data_ptr());
+    if (unroll == 1) gelu_vectorized_kernel<T, 1><<<grid, block, 0, stream>>>(in, out, n);
+    if (unroll == 2) gelu_vectorized_kernel<T, 2><<<grid, block, 0, stream>>>(in, out, n);
+    if (unroll == 4) gelu_vectorized_kernel<T, 4><<<grid, block, 0, stream>>>(in, out, n);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;

@@ -2,7 +2,8 @@
 
     compute-sanitizer --tool memcheck python -m kernels.gelu.sanitize_check
 
-Odd lengths (a tail after the last 16-byte vector), a view that starts 4 bytes into its
+Both kernels and every unroll, with a grid capped so the grid-stride loop loops. Odd lengths
+(a tail after the last 16-byte vector), a view that starts 4 bytes into its
 allocation (not 16-byte aligned), one element and none, in each dtype, through both kernels.
 Exits non-zero if a result differs from F.gelu.
 """
@@ -15,8 +16,10 @@ from kernels.gelu.extension import build_inline
 
 def main() -> None:
     module = build_inline().module
-    kernels = {"naive": module.gelu_naive,
-               "vectorized": lambda x: module.gelu_vectorized(x, 0)}
+    kernels = {"naive": module.gelu_naive, "vectorized": module.gelu_vectorized,
+               # one block per SM: the grid-stride loop runs many steps; unroll 1 and 2 too
+               "vectorized capped": lambda x: module.gelu_vectorized(x, 128, 1, 1),
+               "vectorized unroll 2": lambda x: module.gelu_vectorized(x, 64, 2, 1)}
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         base = torch.randn(100_003, device="cuda").to(dtype)
         for x in (base, base[1:], base[:1], base[:0], base[:4097]):
