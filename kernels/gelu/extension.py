@@ -177,4 +177,5 @@ naive = register("gelu", "cuda", "naive", build=_kernel("gelu_naive"),
                  meta={"threads": 256, "elements_per_thread": 1}, **_COMMON)
 vectorized = register("gelu", "cuda", "vectorized", build=_kernel("gelu_vectorized"),
                       description="CUDA: 16-byte loads/stores, grid-stride loop (gelu.cu)",
-                      meta={"threads": 256, "bytes_per_access": 16}, **_COMMON)
+                      meta={"threads": 128, "vectors_per_thread": 2, "bytes_per_access": 16},
+                      **_COMMON)

@@ -135,8 +135,8 @@ void check_input(const at::Tensor& x, const char* fn) {
 
 constexpr int kThreads = 256;
 
-constexpr int64_t kDefaultThreads = 256;
-constexpr int64_t kDefaultUnroll = 4;
+constexpr int64_t kDefaultThreads = 128;
+constexpr int64_t kDefaultUnroll = 2;
 
 int sm_count() {
   int device = 0, sms = 0;
