@@ -31,9 +31,27 @@ def build(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
                           is_python_module=False, fresh=fresh, verbose=verbose)
 
 
+def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.ops.course_add.add`` with the inputs checked in Python first.
+
+    The op checks them too (``TORCH_CHECK`` in add_op.cpp), but on the GPU box of 2026-11
+    (torch 2.11, Python 3.12) a ``TORCH_CHECK`` failing inside a load_inline extension crashed
+    the process with a segmentation fault, while torch's own C++ errors were fine: validate
+    before crossing into C++, and a mistake stays a Python ``ValueError``.
+    """
+    from kernels.add import _validate
+
+    _validate(a, b)
+    if a.dtype not in DTYPES + (torch.float64,):
+        raise ValueError(f"add: a expected float32, float64, float16 or bfloat16, got {a.dtype}")
+    if not a.is_cuda:
+        raise ValueError(f"add: a expected a CUDA tensor, got one on {a.device}")
+    return torch.ops.course_add.add(a, b)
+
+
 def _load():
     build()
-    return torch.ops.course_add.add
+    return add
 
 
 register("add", "load_inline", build=_load, dtypes=DTYPES, devices=("cuda",),
