@@ -153,6 +153,6 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
     records.append(results.Note(LESSON, (
         f"NVRTC {nvrtc.version_string()} compiled the add kernel "
         f"{nvrtc_warm['vs cold load_inline']:,.0f}× faster than a cold load_inline build "
-        f"({nvrtc_first['vs cold load_inline']:,.0f}× counting the first call's library load); "
+        f"({nvrtc_first['vs cold load_inline']:,.0f}× for the first call in a fresh process); "
         f"a disk-cache hit took {timing.format_ms(disk['seconds'] * 1e3)}.")))
     return records
