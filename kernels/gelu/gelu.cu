@@ -171,7 +171,14 @@ at::Tensor gelu_naive(at::Tensor x) {
 //   blocks_per_sm: cap on the grid, in blocks per SM; the grid-stride loop covers the rest.
 //                  Default: no cap, a grid that covers n in one step.
 at::Tensor gelu_vectorized(at::Tensor x, int64_t threads, int64_t unroll, int64_t blocks_per_sm) {
+  // every check before any object that needs cleaning up exists
   check_input(x, "gelu_vectorized");
+  if (threads <= 0) threads = kDefaultThreads;
+  if (unroll <= 0) unroll = kDefaultUnroll;
+  TORCH_CHECK(threads % 32 == 0 && threads <= 1024, "gelu_vectorized: threads must be a "
+              "multiple of 32 up to 1024, got ", threads);
+  TORCH_CHECK(unroll == 1 || unroll == 2 || unroll == 4, "gelu_vectorized: unroll must be 1, 2 "
+              "or 4, got ", unroll);
   const c10::cuda::CUDAGuard guard(x.device());
   auto y = at::empty_like(x);
   const int64_t n = x.numel();
@@ -181,12 +188,6 @@ at::Tensor gelu_vectorized(at::Tensor x, int64_t threads, int64_t unroll, int64_
       reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 != 0) {
     return gelu_naive(x);
   }
-  if (threads <= 0) threads = kDefaultThreads;
-  if (unroll <= 0) unroll = kDefaultUnroll;
-  TORCH_CHECK(threads % 32 == 0 && threads <= 1024, "gelu_vectorized: threads must be a "
-              "multiple of 32 up to 1024, got ", threads);
-  TORCH_CHECK(unroll == 1 || unroll == 2 || unroll == 4, "gelu_vectorized: unroll must be 1, 2 "
-              "or 4, got ", unroll);
   const int64_t width = 16 / x.element_size();
   const int64_t per_block = threads * unroll * width;
   int64_t blocks = std::max<int64_t>(1, (n + per_block - 1) / per_block);
