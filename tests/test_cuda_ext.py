@@ -57,11 +57,20 @@ def test_wrapper_rejects_bad_input_with_a_clear_message(built, fn):
             call(torch.zeros(8, dtype=torch.float64, device="cuda"))
         with pytest.raises(RuntimeError, match="must be contiguous"):
             call(torch.zeros(8, 8, device="cuda").t())
-        if fn == "gelu_vectorized":
-            with pytest.raises(RuntimeError, match="unroll must be 1, 2 or 4, got 3"):
-                kernel(torch.zeros(8, device="cuda"), 128, 3)
-            with pytest.raises(RuntimeError, match="threads must be a multiple of 32"):
-                kernel(torch.zeros(8, device="cuda"), 100)
+
+
+def test_launch_configuration_is_checked_in_python_first():
+    # On the H200 (torch 2.11) a TORCH_CHECK on the launch configuration, thrown after the
+    # input checks passed for a CUDA tensor, crashed the process instead of raising; callers
+    # that take a configuration from users check it here first.
+    extension.check_launch(128, 2, 0)
+    extension.check_launch()
+    with pytest.raises(ValueError, match="unroll expected 0 \\(default\\), 1, 2 or 4, got 3"):
+        extension.check_launch(128, 3)
+    with pytest.raises(ValueError, match="threads expected 0 \\(default\\) or a multiple of 32"):
+        extension.check_launch(100)
+    with pytest.raises(ValueError, match="blocks_per_sm expected >= 0"):
+        extension.check_launch(128, 2, -1)
 
 
 @pytest.mark.slow

@@ -146,6 +146,20 @@ def machine_code(result: cuda_ext.Build, what: str = "sass") -> str:
     return done.stdout
 
 
+def check_launch(threads: int = 0, unroll: int = 0, blocks_per_sm: int = 0) -> None:
+    """Raise ``ValueError`` naming the argument unless ``gelu_vectorized`` accepts the launch
+    configuration (0 means the default). The C++ wrapper checks the same with ``TORCH_CHECK``;
+    checking here first keeps a bad configuration from ever reaching the extension."""
+    if not (threads == 0 or (threads > 0 and threads % 32 == 0 and threads <= 1024)):
+        raise ValueError(f"gelu_vectorized: threads expected 0 (default) or a multiple of 32 "
+                         f"up to 1024, got {threads}")
+    if unroll not in (0, 1, 2, 4):
+        raise ValueError(f"gelu_vectorized: unroll expected 0 (default), 1, 2 or 4, got {unroll}")
+    if blocks_per_sm < 0:
+        raise ValueError(f"gelu_vectorized: blocks_per_sm expected >= 0 (0: no cap), "
+                         f"got {blocks_per_sm}")
+
+
 def describe_kernel(mangled: str) -> tuple[str, str, int]:
     """(kind, dtype, unroll) of a mangled kernel name from ``cuobjdump``.
 
