@@ -43,8 +43,11 @@ $(STAMP): requirements.txt pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+# Jupyter refuses to run as root unless told; cloud GPU containers often run as root.
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ROOT)
 
 run: $(STAMP)
 	$(VENV_PY) -m course_utils run
