@@ -88,8 +88,12 @@ def stamped_table(rows: list[dict], title: str | None = None) -> str:
     keys = list(rows[0])
     cells = [[_cell(r.get(k)) for k in keys] for r in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    line = lambda values: "  ".join(v.rjust(w) if i else v.ljust(w)
-                                    for i, (v, w) in enumerate(zip(values, widths, strict=True)))
+    # numbers right-aligned (digits line up), text left-aligned
+    numeric = [all(isinstance(r.get(k), int | float) or r.get(k) is None for r in rows)
+               for k in keys]
+    line = lambda values: "  ".join(
+        v.rjust(w) if num else v.ljust(w)
+        for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
     out = [title] if title else []
     out += [line(keys), line(["-" * w for w in widths]), *(line(c) for c in cells),
             f"[{env.environment_line()}]"]

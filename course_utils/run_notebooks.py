@@ -87,8 +87,12 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     status, error = "ok", ""
     start = time.perf_counter()
+    # The kernel process's own stderr (Kineto's profiler chatter, compiler noise) goes to a log
+    # beside the executed notebook instead of the summary table's terminal.
+    stderr_log = out_dir / (Path(path).stem + ".kernel-stderr.log")
     try:
-        client.execute()
+        with stderr_log.open("w") as kernel_stderr:
+            client.execute(stderr=kernel_stderr)
     except CellTimeoutError as err:
         status, error = "timeout", _first_line(err)
     except (CellExecutionError, DeadKernelError) as err:
