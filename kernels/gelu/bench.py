@@ -17,9 +17,10 @@ import time
 
 import torch
 
-from course_utils import env, results, timing
+from course_utils import env, results
 from course_utils.plots import stamped_table
-from kernels.registry import get_kernel, get_kernels, reference
+from kernels import compare
+from kernels.registry import get_kernel
 
 LESSON = "03_cuda_gelu"
 GPU_ELEMENTS = 1 << 28
@@ -36,22 +37,8 @@ def measure(n: int, dtype: torch.dtype, device: str | None = None,
     """
     device = device or env.DEFAULT_DEVICE
     x = torch.randn(n, device=device).to(dtype)
-    nbytes = 2 * timing.tensor_bytes(x)  # one read and one write per element
-    copy = timing.copy_bandwidth(nbytes // 2, device=device)
-    peer_ms = timing.benchmark(reference("gelu"), x, name=PEER, min_time_s=min_time_s).median
-    rows = []
-    for kernel in providers or get_kernels("gelu"):
-        if reason := kernel.supports(x):
-            rows.append({"kernel": kernel.label, "ms": None, "GB/s": None, "of copy": None,
-                         "vs F.gelu": None, "note": reason})
-            continue
-        kernel.load()  # a first-call build is not part of the time
-        ms = (peer_ms if kernel.is_reference else
-              timing.benchmark(kernel, x, name=kernel.name, min_time_s=min_time_s).median)
-        gbs = timing.gbps(nbytes, ms)
-        rows.append({"kernel": kernel.label, "ms": ms, "GB/s": gbs, "of copy": gbs / copy,
-                     "vs F.gelu": peer_ms / ms, "note": ""})
-    return copy, rows
+    return compare.memory_bound("gelu", x, peer_column="vs F.gelu", providers=providers,
+                                min_time_s=min_time_s)
 
 
 def sanitizer_path() -> str | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from course_utils import env, results, timing
+from course_utils import env, results
 from course_utils.plots import stamped_table
-from kernels.registry import get_kernels, reference
+from kernels import compare
 
 LESSON = "02_kernel_fusion"
 COLUMNS = (1024, 2048, 4096, 8192, 16384)
@@ -32,22 +32,9 @@ def measure(cols: int, dtype: torch.dtype = torch.float32, elements: int | None 
     elements = elements or (GPU_ELEMENTS if device == "cuda" else CPU_ELEMENTS)
     rows_count = max(1, elements // cols)
     x = torch.randn(rows_count, cols, device=device).to(dtype)
-    nbytes = 2 * timing.tensor_bytes(x)
-    copy = timing.copy_bandwidth(nbytes // 2, device=device)
-    peer_ms = timing.benchmark(reference("softmax"), x, name=PEER, min_time_s=min_time_s).median
-    rows = []
-    for kernel in providers or get_kernels("softmax"):
-        if reason := kernel.supports(x):
-            rows.append({"kernel": kernel.label, "cols": cols, "ms": None, "GB/s": None,
-                         "of copy": None, "vs torch": None, "note": reason})
-            continue
-        kernel.load()
-        ms = (peer_ms if kernel.is_reference else
-              timing.benchmark(kernel, x, name=kernel.name, min_time_s=min_time_s).median)
-        gbs = timing.gbps(nbytes, ms)
-        rows.append({"kernel": kernel.label, "cols": cols, "ms": ms, "GB/s": gbs,
-                     "of copy": gbs / copy, "vs torch": peer_ms / ms, "note": ""})
-    return copy, rows
+    copy, rows = compare.memory_bound("softmax", x, peer_column="vs torch", providers=providers,
+                                      min_time_s=min_time_s)
+    return copy, [{"kernel": r["kernel"], "cols": cols, **r} for r in rows]
 
 
 def run(quick: bool = False) -> list[results.Record]:
