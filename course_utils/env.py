@@ -264,9 +264,13 @@ def _need_cuda() -> str | None:
 
 
 def _need_nvcc() -> str | None:
-    if nvcc_version():
-        return None
-    return "no CUDA compiler: nvcc not found (set CUDA_HOME or put nvcc on PATH)"
+    """nvcc, and a torch that can build CUDA extensions with it (a CUDA build of torch)."""
+    if not nvcc_version():
+        return "no CUDA compiler: nvcc not found (set CUDA_HOME or put nvcc on PATH)"
+    if torch.version.cuda is None:
+        return ("this torch is a CPU-only build: CUDA extensions need a CUDA build of torch "
+                "(pip install torch from the CUDA index; it runs on a CPU too)")
+    return None
 
 
 def _need_cxx() -> str | None:

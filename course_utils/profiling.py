@@ -348,8 +348,15 @@ def _per_call(total: int, reps: int) -> float:
     return total // reps if total % reps == 0 else round(total / reps, 2)
 
 
+# Python frames recorded by with_stack=True: "file.py(12): fn", "<string>(6): <module>",
+# "<built-in method ...>". Some torch versions (2.13) list them in key_averages(), where the
+# profiler's own start-up frames then crowd out the ops; the stacks and the trace keep them.
+_PYTHON_FRAME = re.compile(r"^(<built-in .*>|.*\(\d+\): .*)$")
+
+
 def _table(prof, kind: str, row_limit: int) -> str:
     averages = prof.key_averages()
+    averages[:] = [e for e in averages if not _PYTHON_FRAME.match(e.key)]
     keys = ["device_time_total", "cuda_time_total"] if kind == "cuda" else ["cpu_time_total"]
     for key in keys:  # torch renamed cuda_time to device_time; keep both working
         try:

@@ -105,3 +105,14 @@ def test_var_dir_is_created_under_var():
     path = env.var_dir("test_env_scratch")
     assert path.is_dir() and path.parent == env.VAR
     path.rmdir()
+
+
+def test_nvcc_needs_a_cuda_build_of_torch(monkeypatch):
+    # nvcc alone is not enough: torch's extension builder needs a CUDA build of torch
+    monkeypatch.setattr(env, "nvcc_version", lambda: "13.0")
+    monkeypatch.setattr(env.torch.version, "cuda", None)
+    assert "CPU-only build" in env.unmet("nvcc")[0]
+    monkeypatch.setattr(env.torch.version, "cuda", "13.0")
+    assert env.unmet("nvcc") == []
+    monkeypatch.setattr(env, "nvcc_version", lambda: None)
+    assert "nvcc not found" in env.unmet("nvcc")[0]
