@@ -288,6 +288,18 @@ def _need_nvrtc() -> str | None:
     return nvrtc.unavailable_reason()
 
 
+def _need_libcudacxx() -> str | None:
+    """libcu++ (``<cuda/std/...>``) for NVRTC: NVRTC has no host C++ standard library."""
+    if reason := _need_nvrtc():
+        return reason
+    from course_utils import nvrtc
+
+    if any((folder / "cuda" / "std").is_dir() for folder in nvrtc.include_dirs()):
+        return None
+    return ("libcu++ headers (cuda/std/...) not found: install a CUDA toolkit (they are in "
+            "include/cccl) or `pip install nvidia-cuda-cccl`")
+
+
 def _need_triton() -> str | None:
     if triton_version() is None:
         return "Triton is not installed"
@@ -327,6 +339,7 @@ REQUIREMENTS: dict[str, object] = {
     "nvcc": _need_nvcc,
     "cxx": _need_cxx,
     "nvrtc": _need_nvrtc,
+    "libcu++": _need_libcudacxx,
     "triton": _need_triton,
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,
