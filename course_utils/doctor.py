@@ -144,6 +144,12 @@ def lesson_rows(found: list[Lesson]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def requirement_rows() -> list[tuple[str, str]]:
+    """Each name ``%%requires`` knows, with "met" or the reason it is not met here."""
+    names = [*env.REQUIREMENTS, env.device_info().arch or "sm_80"]
+    return [(name, "; ".join(env.unmet(name)) or "met") for name in names]
+
+
 def _print_pairs(rows: list[tuple[str, ...]], out) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
@@ -160,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     out = sys.stdout
     print("# This machine", file=out)
     _print_pairs(machine_rows(), out)
+    print("\n# %%requires names (met, or why not)", file=out)
+    _print_pairs(requirement_rows(), out)
     found = lessons(Path(args.notebooks))
     print("\n# Lessons (from the %%requires lines in each notebook)", file=out)
     if not found:

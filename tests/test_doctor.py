@@ -60,3 +60,10 @@ def test_unknown_requirement_in_a_notebook_is_flagged(tmp_path, capsys):
 
 def test_no_notebooks_is_an_error(tmp_path):
     assert doctor.main(["--notebooks", str(tmp_path)]) == 1
+
+
+def test_every_requirement_name_is_listed_with_its_status():
+    rows = dict(doctor.requirement_rows())
+    assert set(env.REQUIREMENTS) <= set(rows)
+    for name, status in rows.items():
+        assert status == ("; ".join(env.unmet(name)) or "met")
