@@ -64,7 +64,8 @@ def color(provider: str) -> str | None:
 def ceiling(ax, value: float, label: str) -> None:
     """A dashed horizontal line for a ceiling (peak, copy bandwidth) with its label."""
     ax.axhline(value, ls="--", lw=1.2, color=PROVIDER_COLORS["ceiling"], alpha=0.7)
-    ax.annotate(f"{label}: {value:,.0f}", xy=(0.01, value), xycoords=("axes fraction", "data"),
+    ax.annotate(f"{label}: {_cell(float(value))}", xy=(0.01, value),
+                xycoords=("axes fraction", "data"),
                 xytext=(0, 3), textcoords="offset points", fontsize=8)
 
 
