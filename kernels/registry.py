@@ -222,7 +222,7 @@ def register(op: str, provider: str, variant: str | None = None, **fields: Any):
 
 
 def unregister(op: str, provider: str, variant: str | None = None) -> None:
-    """Remove a kernel (notebook 06 registers and removes its own)."""
+    """Remove a kernel (tests and notebooks that register their own clean up this way)."""
     _KERNELS.pop((op, provider, variant), None)
 
 
