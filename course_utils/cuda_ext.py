@@ -51,6 +51,12 @@ def arch_list() -> str:
     return DEFAULT_ARCH
 
 
+def check_toolchain(name: str) -> None:
+    """Raise ``RuntimeError`` saying what is missing when ``name`` cannot be built here."""
+    if reason := "; ".join(env.unmet("nvcc", "cxx")):
+        raise RuntimeError(f"cannot build {name!r}: {reason}")
+
+
 def build_dir(name: str) -> Path:
     return env.VAR / "build" / name
 
@@ -63,8 +69,7 @@ def build(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str]
 
     ``fresh=True`` deletes the build directory first, so the time is a cold build.
     """
-    if reason := "; ".join(env.unmet("nvcc", "cxx")) if cuda_sources else None:
-        raise RuntimeError(f"cannot build {name!r}: {reason}")
+    check_toolchain(name) if cuda_sources else None
     from torch.utils import cpp_extension
 
     directory = build_dir(name)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from course_utils import cuda_ext, env
+from course_utils import cuda_ext
 from kernels.gelu import FLOAT_DTYPES
 from kernels.registry import register
 
@@ -66,19 +66,13 @@ def cold_build(directory: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _need_nvcc() -> None:
-    if reason := "; ".join(env.unmet("nvcc", "cxx")):
-        raise RuntimeError(f"cannot build the CUDA GeLU extension: {reason}")
-
-
 def build_setup(fresh: bool = False) -> cuda_ext.Build:
     """``python setup.py build_ext`` into ``var/build/gelu_setup``, timed; import the module.
 
     Skips the compile when the library is newer than ``gelu.cu``, ``gelu_binding.cpp`` and
-    ``setup.py``
-    (``fresh=True`` always compiles).
+    ``setup.py`` (``fresh=True`` always compiles).
     """
-    _need_nvcc()
+    cuda_ext.check_toolchain(SETUP_NAME)
     directory = cuda_ext.build_dir("gelu_setup")
     start = time.perf_counter()
     with _locked(directory):
@@ -110,7 +104,6 @@ def build_setup(fresh: bool = False) -> cuda_ext.Build:
 
 def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
     """The same two source files through ``load_inline`` (:func:`course_utils.cuda_ext.build`)."""
-    _need_nvcc()
     result = cuda_ext.build(INLINE_NAME, cpp_sources=[CPP_FILE.read_text()],
                             cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose)
     if result.compiled:
