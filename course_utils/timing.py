@@ -166,13 +166,13 @@ def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -
         raise TypeError(f"sweep(fn=...) expected a callable, got {type(fn).__name__}")
     params = list(params)
     results = []
-    for param in _progress(params, desc):
+    for param in progress(params, desc):
         results.append(fn(param, **bench_kwargs) if bench_kwargs else fn(param))
     return results
 
 
-def _progress(items: list, desc: str):
-    """tqdm's bar: a widget in Jupyter when ipywidgets is installed, text otherwise; a plain
+def progress(items: list, desc: str):
+    """Iterate ``items`` with a progress bar. tqdm's bar: a widget in Jupyter when ipywidgets is installed, text otherwise; a plain
     counter on stderr where tqdm is missing (a bare GPU box)."""
     try:
         try:
