@@ -300,6 +300,13 @@ def _need_libcudacxx() -> str | None:
             "include/cccl) or `pip install nvidia-cuda-cccl`")
 
 
+def _need_disasm() -> str | None:
+    """A SASS disassembler (nvdisasm or cuobjdump): a toolkit, the NVIDIA wheels or Triton's."""
+    from course_utils import sass
+
+    return sass.unavailable_reason()
+
+
 def _need_triton() -> str | None:
     if triton_version() is None:
         return "Triton is not installed"
@@ -340,6 +347,7 @@ REQUIREMENTS: dict[str, object] = {
     "cxx": _need_cxx,
     "nvrtc": _need_nvrtc,
     "libcu++": _need_libcudacxx,
+    "disasm": _need_disasm,
     "triton": _need_triton,
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,

@@ -27,6 +27,13 @@ def _pair(m, n, k):
         (torch.randn(k, n, device=device) / k**0.25).to(dtype))
 
 
+def _pair_bt(m, n, k):
+    # b column-major ([K, N] with b.t() contiguous, K-major): the layout lesson 05's kernels take
+    return lambda dtype, device: (
+        (torch.randn(m, k, device=device) / k**0.25).to(dtype),
+        (torch.randn(n, k, device=device) / k**0.25).to(dtype).t())
+
+
 def _transposed(dtype, device):
     a, b = _pair(48, 80, 64)(dtype, device)
     return a.t().contiguous().t(), b.t().contiguous().t()
@@ -44,6 +51,9 @@ define_op(
         Case("tall 1000x8x24", _pair(1000, 8, 24)),
         Case("empty k=0", _pair(16, 16, 0)),
         Case("column-major inputs", _transposed),
+        Case("b column-major 128x96x64", _pair_bt(128, 96, 64)),
+        Case("b column-major odd 33x65x40", _pair_bt(33, 65, 40)),
+        Case("b column-major tiny 1x1x16", _pair_bt(1, 1, 16)),
     ),
     # low-precision kernels may accumulate in a different order (or in fp32 vs fp16)
     tolerance={torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
@@ -56,3 +66,6 @@ define_op(
 def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """torch.matmul: the reference (cuBLAS on a GPU)."""
     return a @ b
+
+
+from kernels.matmul import steps  # noqa: E402, F401  (registers lesson 05's step kernels)
