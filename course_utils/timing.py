@@ -172,8 +172,9 @@ def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -
 
 
 def progress(items: list, desc: str):
-    """Iterate ``items`` with a progress bar. tqdm's bar: a widget in Jupyter when ipywidgets is installed, text otherwise; a plain
-    counter on stderr where tqdm is missing (a bare GPU box)."""
+    """Iterate ``items`` with a progress bar: tqdm's (a widget in Jupyter when ipywidgets is
+    installed, text otherwise), or a plain counter on stderr where tqdm is missing (a bare GPU
+    box)."""
     try:
         try:
             import ipywidgets  # noqa: F401

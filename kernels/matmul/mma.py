@@ -16,13 +16,12 @@ packs two per byte before the launch (:func:`pack_int4`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from course_utils import env, nvrtc
+from course_utils import nvrtc
 
 SOURCE = Path(__file__).with_name("mma.cu")
 KERNEL = "mma_matmul"
@@ -74,28 +73,31 @@ class Variant:
         return "TOP/s" if self.integer else "TFLOP/s"
 
 
+def ptx(shape: str, acc: str, a: str, b: str) -> str:
+    """The PTX spelling: mma.sync.aligned.<shape>.row.col.<d type>.<a type>.<b type>.<c type>."""
+    return f"mma.sync.aligned.{shape}.row.col.{acc}.{a}.{b}.{acc}"
+
+
 def _variants() -> dict[str, Variant]:
     bf16, f16, f32, i8, i32 = torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.int32
+    sm80 = (8, 0)
     found = [
-        Variant("bf16", bf16, bf16, "f32", bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", (8, 0)),
-        Variant("fp16", f16, f16, "f32", f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (8, 0)),
-        Variant("fp16_f16acc", f16, f16, "f16", f16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", (8, 0)),
-        Variant("tf32", f32, f32, "f32", f32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", (8, 0)),
-        Variant("int8", i8, i8, "s32", i32, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", (8, 0)),
-        Variant("int4", i8, i8, "s32", i32, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", (8, 0),
-                int4=True),
+        Variant("bf16", bf16, bf16, "f32", bf16, ptx("m16n8k16", "f32", "bf16", "bf16"), sm80),
+        Variant("fp16", f16, f16, "f32", f16, ptx("m16n8k16", "f32", "f16", "f16"), sm80),
+        Variant("fp16_f16acc", f16, f16, "f16", f16, ptx("m16n8k16", "f16", "f16", "f16"), sm80),
+        Variant("tf32", f32, f32, "f32", f32, ptx("m16n8k8", "f32", "tf32", "tf32"), sm80),
+        Variant("int8", i8, i8, "s32", i32, ptx("m16n8k32", "s32", "s8", "s8"), sm80),
+        Variant("int4", i8, i8, "s32", i32, ptx("m16n8k64", "s32", "s4", "s4"), sm80, int4=True),
     ]
     if F8_E4M3 is not None and F8_E5M2 is not None:
         fp8 = {"e4m3": F8_E4M3, "e5m2": F8_E5M2}
         for an, at in fp8.items():
             for bn, bt in fp8.items():
                 found.append(Variant(f"fp8_{an}_{bn}", at, bt, "f32", bf16,
-                                     f"mma.sync.aligned.m16n8k32.row.col.f32.{an}.{bn}.f32",
-                                     (8, 9), (12, 4)))
+                                     ptx("m16n8k32", "f32", an, bn), (8, 9), (12, 4)))
                 # fp8 with fp16 accumulation arrived in PTX ISA 8.7 (CUDA 12.8)
                 found.append(Variant(f"fp8_{an}_{bn}_f16acc", at, bt, "f16", f16,
-                                     f"mma.sync.aligned.m16n8k32.row.col.f16.{an}.{bn}.f16",
-                                     (8, 9), (12, 8)))
+                                     ptx("m16n8k32", "f16", an, bn), (8, 9), (12, 8)))
     return {v.name: v for v in found}
 
 
@@ -125,7 +127,8 @@ class Config:
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "wm", "wn", "stages", "group_m"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"Config.{name} expected a positive int, got {getattr(self, name)!r}")
+                raise ValueError(f"Config.{name} expected a positive int, "
+                                 f"got {getattr(self, name)!r}")
         if self.bm % self.wm or self.bn % self.wn or self.wm % 16 or self.wn % 16:
             raise ValueError(f"Config expected bm, bn multiples of wm, wn and wm, wn multiples "
                              f"of 16, got {self}")
@@ -133,7 +136,8 @@ class Config:
             raise ValueError(f"Config.bk_bytes expected 64 or 128, got {self.bk_bytes}")
         if self.stages < 2:
             raise ValueError(f"Config.stages expected at least 2, got {self.stages}")
-        if self.bm * self.bk_bytes // 16 % self.threads or self.bn * self.bk_bytes // 16 % self.threads:
+        chunks = self.bk_bytes // 16
+        if self.bm * chunks % self.threads or self.bn * chunks % self.threads:
             raise ValueError(f"Config {self}: each thread must copy the same number of 16-byte "
                              f"chunks per stage (bm*bk_bytes/16 and bn*bk_bytes/16 divisible by "
                              f"{self.threads} threads)")
@@ -203,13 +207,11 @@ def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | 
     for arg, t, want in (("a", a, v.a), ("b", b, v.b)):
         if t.dtype != want:
             return f"{v.name} takes {arg} of {str(want)[6:]}, got {str(t.dtype)[6:]}"
-    if not a.is_cuda or not b.is_cuda:
-        return f"needs CUDA tensors, got a on {a.device.type}, b on {b.device.type}"
     m, k = a.shape
     n = b.shape[1]
-    if a.stride() != (k, 1) and m > 1:
+    if k > 1 and (a.stride(1) != 1 or (m > 1 and a.stride(0) != k)):
         return f"a must be row-major [M, K] (a.is_contiguous()); got strides {a.stride()}"
-    if b.stride() != (1, k) and n > 1:
+    if k > 1 and (b.stride(0) != 1 or (n > 1 and b.stride(1) != k)):
         return (f"b must be column-major [K, N] (b.t().is_contiguous(), as torch._scaled_mm "
                 f"takes it); got strides {b.stride()}")
     if k % v.k_step:
@@ -223,6 +225,8 @@ def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | 
                 return f"int4 takes values in [-8, 7]; {arg} has values outside"
     if max(m, n, k) >= 2**31:
         return f"sizes must be below 2^31, got M={m}, N={n}, K={k}"
+    if not a.is_cuda or not b.is_cuda:
+        return f"needs CUDA tensors, got a on {a.device.type}, b on {b.device.type}"
     return None
 
 
@@ -265,7 +269,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
     from kernels.matmul.autotune import best_config  # the tuner imports this module
 
     v = variant(v)
-    if reason := problem_reason(v, a, b) or gpu_reason(v, torch.cuda.get_device_capability(a.device)):
+    cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
+    if reason := problem_reason(v, a, b) or gpu_reason(v, cap):
         raise ValueError(f"mma[{v.name}]: {reason}")
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0:
@@ -291,8 +296,8 @@ def native_sass(v: str | Variant, arch: str) -> str | None:
     return "HMMA"
 
 
-def registered() -> list:
-    """Register every variant as ("matmul", "mma", name)."""
+def register_variants() -> list:
+    """Register every variant as ("matmul", "mma", name); returns the registry's kernels."""
     from kernels.registry import register
 
     kernels = []
@@ -327,9 +332,3 @@ def tolerance(v: str | Variant) -> dict[torch.dtype, tuple[float, float]]:
     return {v.a: (2e-2, 2e-2)}
 
 
-def with_config(config: Config, **changes) -> Config:
-    return dataclasses.replace(config, **changes)
-
-
-def arch_of_this_gpu() -> str | None:
-    return env.device_info().arch if env.HAS_CUDA else None
