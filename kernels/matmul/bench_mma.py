@@ -12,11 +12,12 @@ Notebook 05 calls :func:`measure` and :func:`plot`; ``make bench`` calls :func:`
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
-from course_utils import env, plots, results, timing
+from course_utils import env, plots, results, sanitizer, timing
 from kernels.matmul import autotune, ceiling, mma
 
 LESSON = "05_mma_matmul"
@@ -145,4 +146,19 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
             ceiling=round(p.ceiling, 1), ceiling_what="mma.sync ceiling, same run",
             **({"peer": round(p.peer, 1), "peer_what": f"{p.peer_what}, same run"}
                if p.peer else {})))
+    if sanitizer.path():
+        records.append(results.Note(LESSON, sanitize_note()))
     return records
+
+
+def sanitize_note() -> str:
+    """compute-sanitizer memcheck and racecheck on every variant (kernels/matmul/sanitize_mma)."""
+    lines = []
+    for tool in ("memcheck", "racecheck"):
+        start = time.perf_counter()
+        command, summary, status = sanitizer.run(tool, "kernels.matmul.sanitize_mma")
+        lines.append(f"    $ {command}\n    {summary}   (exit {status}, "
+                     f"{time.perf_counter() - start:.0f} s)")
+        print(lines[-1])
+    return ("compute-sanitizer on every mma.sync variant this GPU runs (one configuration, "
+            "edge tiles on both sides, 1x1, outputs poisoned):\n\n" + "\n".join(lines))
