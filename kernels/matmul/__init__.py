@@ -6,6 +6,8 @@ import torch
 from kernels.registry import Case, define_op, expect_tensor, register
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# float64 for lesson 06's FP64 GEMMs, which the matrix test checks against the reference
+DTYPES += (torch.float64,)
 
 
 def _validate(a, b) -> None:
@@ -56,3 +58,7 @@ define_op(
 def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """torch.matmul: the reference (cuBLAS on a GPU)."""
     return a @ b
+
+
+# lesson 06's FP64 GEMMs register themselves on import (nothing is compiled until first use)
+from kernels.matmul import fp64  # noqa: E402, F401
