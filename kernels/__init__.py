@@ -23,8 +23,9 @@ from kernels.registry import (
     get_kernels,
     reference,
     register,
+    register_kernel,
     unregister,
 )
 
 __all__ = ["OPS", "Kernel", "KernelNotSupported", "all_kernels", "define_op", "explain",
-           "get_kernel", "get_kernels", "reference", "register", "unregister"]
+           "get_kernel", "get_kernels", "reference", "register", "register_kernel", "unregister"]

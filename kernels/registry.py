@@ -253,10 +253,11 @@ def _check_fields(kernel: Kernel) -> None:
                          f"({wanted}), got meta without {', '.join(map(repr, missing))}")
 
 
-def add(kernel: Kernel) -> Kernel:
+def register_kernel(kernel: Kernel) -> Kernel:
     """Register an already built :class:`Kernel` object (a generator's output, say)."""
     if not isinstance(kernel, Kernel):
-        raise ValueError(f"add(kernel) expected a kernels.Kernel, got {type(kernel).__name__}")
+        raise ValueError(f"register_kernel(kernel) expected a kernels.Kernel, "
+                         f"got {type(kernel).__name__}")
     _check_fields(kernel)
     if kernel.key in _KERNELS:
         old = _KERNELS[kernel.key]
@@ -285,7 +286,7 @@ def register(op: str, provider: str, variant: str | None = None, **fields: Any):
             known = ", ".join(f.name for f in dataclasses.fields(Kernel)
                               if f.init and f.name not in ("op", "provider", "variant"))
             raise ValueError(f"register({op!r}, {provider!r}): {err}; fields: {known}") from None
-        return add(kernel)
+        return register_kernel(kernel)
 
     if "fn" in fields or "build" in fields:
         return make(fields.pop("fn", None))

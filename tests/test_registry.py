@@ -132,7 +132,7 @@ def test_malformed_registrations_name_the_field(fields, match):
         if "fn" in fields or "build" in fields:
             kernels.register("gelu", "test_bad", **fields)
         else:
-            kernels.registry.add(Kernel(op="gelu", provider="test_bad"))
+            kernels.register_kernel(Kernel(op="gelu", provider="test_bad"))
     assert kernels.all_kernels() == before
 
 
@@ -162,7 +162,7 @@ def test_a_filter_reading_missing_metadata_names_the_kernel(scratch_kernel):
 
 def test_register_then_unregister_leaves_the_registry_as_before():
     before = list(kernels.registry._KERNELS.items())
-    kernel = kernels.registry.add(Kernel(op="add", provider="test_mine", variant="v1",
+    kernel = kernels.register_kernel(Kernel(op="add", provider="test_mine", variant="v1",
                                          fn=lambda a, b: a + b))
     assert kernels.all_kernels("add")[-1] is kernel
     assert kernels.unregister(kernel) is kernel

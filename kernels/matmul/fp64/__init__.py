@@ -14,8 +14,8 @@ That is all it takes for the kernels to join ``tests/test_kernel_matrix.py`` and
 """
 
 from kernels.matmul.fp64.interface import DESIGN_SPACE, PROVIDERS, generate, make_kernel
-from kernels.registry import add
+from kernels.registry import register_kernel
 
-KERNELS = [add(kernel) for provider in PROVIDERS for kernel in generate(provider)]
+KERNELS = [register_kernel(kernel) for provider in PROVIDERS for kernel in generate(provider)]
 
 __all__ = ["DESIGN_SPACE", "KERNELS", "PROVIDERS", "generate", "make_kernel"]

@@ -118,7 +118,7 @@ def build(provider: str, tile: tuple[int, ...]) -> Callable[[], Callable]:
 
 
 def make_kernel(provider: str, tile: tuple[int, ...]) -> Kernel:
-    """One kernel of the family, not registered: ``kernels.registry.add`` registers it."""
+    """One kernel of the family, not registered: ``kernels.register_kernel`` registers it."""
     shape = "x".join(map(str, tile))
     per = f"program, K in steps of {tile[2]}" if provider == "triton" else "block"
     return Kernel(op="matmul", provider=provider, variant=f"fp64 {shape}",
