@@ -25,7 +25,9 @@ from kernels.registry import (
     register,
     register_kernel,
     unregister,
+    verify,
 )
 
 __all__ = ["OPS", "Kernel", "KernelNotSupported", "all_kernels", "define_op", "explain",
-           "get_kernel", "get_kernels", "reference", "register", "register_kernel", "unregister"]
+           "get_kernel", "get_kernels", "reference", "register", "register_kernel", "unregister",
+           "verify"]

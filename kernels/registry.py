@@ -83,7 +83,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-@dataclass
+@dataclass(eq=False)  # a kernel is an entity: equal only to itself, usable as a dict key
 class Kernel:
     """One registered kernel: metadata, capability checks, and a lazily built callable."""
 
@@ -259,6 +259,7 @@ def register_kernel(kernel: Kernel) -> Kernel:
         raise ValueError(f"register_kernel(kernel) expected a kernels.Kernel, "
                          f"got {type(kernel).__name__}")
     _check_fields(kernel)
+    kernel.origin = kernel.origin or _caller()
     if kernel.key in _KERNELS:
         old = _KERNELS[kernel.key]
         origin = f" (by {old.origin})" if old.origin else ""
@@ -381,6 +382,24 @@ def explain(op: str, *args: Any, where: Callable[[Kernel], bool] | None = None
     _known_op(op)
     return [(k, k.supports(*args)) for k in all_kernels(op)
             if where is None or _matches(where, k)]
+
+
+def verify(kernel: Kernel, *args: Any, label: str = "") -> float:
+    """Run ``kernel`` on ``args`` and compare with its op's reference at the op's tolerance for
+    the dtype: the check of ``tests/test_kernel_matrix.py``, callable from a notebook. Raises
+    ``AssertionError`` naming the kernel on a mismatch; returns the largest absolute error."""
+    expected = reference(kernel.op)(*args)
+    got = kernel(*args)
+    if got.is_cuda:
+        torch.cuda.synchronize(got.device)
+    where = f"{kernel.name}" + (f" on {label}" if label else "")
+    assert got.shape == expected.shape, f"{where}: shape {got.shape} != {expected.shape}"
+    assert got.dtype == expected.dtype, f"{where}: dtype {got.dtype} != {expected.dtype}"
+    assert not got.isnan().any() or expected.isnan().any(), f"{where} produced NaN"
+    atol, rtol = OPS[kernel.op].tol(got.dtype)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
+                               msg=lambda m: f"{where}: {m}")
+    return float((got.double() - expected.double()).abs().max()) if got.numel() else 0.0
 
 
 def iter_cases(op: str, device: str | None = None) -> Iterator[tuple[Case, torch.dtype, Problem]]:

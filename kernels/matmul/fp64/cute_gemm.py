@@ -76,6 +76,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, tile: tuple[int, int] = (16, 16)) -> 
     out = torch.empty((m, n), dtype=torch.float64, device=a.device)
     if m == 0 or n == 0:
         return out
+    if a.shape[1] == 0:
+        return out.zero_()  # an empty sum; a zero-size operand has no leading stride of 1
     device = a.device.index or 0
     compiled = compile_gemm(tile, device)
     stream = cuda.CUstream(torch.cuda.current_stream(device).cuda_stream)
