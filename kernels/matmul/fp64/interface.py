@@ -119,13 +119,14 @@ def build(provider: str, tile: tuple[int, ...]) -> Callable[[], Callable]:
 
 def make_kernel(provider: str, tile: tuple[int, ...]) -> Kernel:
     """One kernel of the family, not registered: ``kernels.register_kernel`` registers it."""
+    fields = metadata(provider, tile)  # validates provider and tile first
     shape = "x".join(map(str, tile))
     per = f"program, K in steps of {tile[2]}" if provider == "triton" else "block"
     return Kernel(op="matmul", provider=provider, variant=f"fp64 {shape}",
                   build=build(provider, tile), check=check(provider, tile),
                   description=f"FP64 GEMM in {provider}: a {tile[0]}x{tile[1]} tile of out per "
                               f"{per}",
-                  **metadata(provider, tile))
+                  **fields)
 
 
 def generate(provider: str, where: Callable[[Kernel], bool] | None = None,
