@@ -321,6 +321,18 @@ def _need_triton_gpu() -> str | None:
     return None
 
 
+def _need_cute_dsl() -> str | None:
+    """NVIDIA's CuTe DSL: an optional extra (about 100 MB of wheels), never a default."""
+    import importlib.metadata  # the distribution's metadata: finding it imports nothing
+
+    try:
+        importlib.metadata.version("nvidia-cutlass-dsl")
+    except importlib.metadata.PackageNotFoundError:
+        return ("NVIDIA's CuTe DSL is not installed (optional): "
+                "pip install nvidia-cutlass-dsl, about 100 MB, for a CUDA 12.9+ driver")
+    return None
+
+
 def _need_compile() -> str | None:
     # torch.compile's inductor backend generates C++ on the CPU and Triton on the GPU
     if HAS_CUDA:
@@ -351,12 +363,19 @@ REQUIREMENTS: dict[str, object] = {
     "triton": _need_triton,
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,
+    "cute-dsl": _need_cute_dsl,
 }
 _ARCH = re.compile(r"^sm_?(\d)(\d+)$")
 
 
 def known_requirements() -> str:
     return ", ".join([*REQUIREMENTS, "sm_XY (e.g. sm_80, sm_89, sm_90)"])
+
+
+def is_requirement(name: str) -> bool:
+    """Whether ``name`` is a requirement the course knows (checks nothing about the machine)."""
+    key = str(name).strip().lower()
+    return key in REQUIREMENTS or bool(_ARCH.match(key))
 
 
 def unmet(*requirements: str) -> list[str]:

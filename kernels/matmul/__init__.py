@@ -6,6 +6,8 @@ import torch
 from kernels.registry import Case, define_op, expect_tensor, register
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# float64 for lesson 06's FP64 GEMMs, which the matrix test checks against the reference
+DTYPES += (torch.float64,)
 
 
 def _is_fp8(dtype: torch.dtype) -> bool:
@@ -77,3 +79,6 @@ def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 from kernels.matmul import mma, steps  # noqa: E402, F401  (each registers its kernels)
 
 mma.register_variants()
+
+# lesson 06's FP64 GEMMs register themselves on import (nothing is compiled until first use)
+from kernels.matmul import fp64  # noqa: E402, F401, I001
