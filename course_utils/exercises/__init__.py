@@ -89,6 +89,7 @@ class Exercise:
     answers: tuple[str, ...]  # names the stub defines, passed to the check in this order
     check: Callable  # check(*answers, report)
     intro: str = ""  # markdown above the stub
+    before: tuple[str, ...] = ()  # code cells between the statement and the stub (tools)
 
     @property
     def lesson(self) -> str:
@@ -122,8 +123,10 @@ class Result:
 _REGISTRY: dict[str, Exercise] = {}
 
 
-def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = ""):
-    """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``."""
+def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
+             before: Sequence[str] = ()):
+    """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
+    ``before``: code cells shown between the statement and the stub (a tool to run first)."""
     if not isinstance(id, str) or "." not in id:
         raise ValueError(f"id expected '<lesson>.<name>' (e.g. '01.sync'), got {id!r}")
     if not answers:
@@ -131,7 +134,7 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
 
     def register(fn: Callable) -> Callable:
         _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
-                                 check=fn, intro=intro)
+                                 check=fn, intro=intro, before=tuple(before))
         return fn
 
     return register
@@ -251,8 +254,10 @@ def run_check(id: str, *answers) -> Result:
         return Result(ex, "not attempted", ["your code still raises NotImplementedError"])
     except Exception as err:  # the student's code raised: say what and where, no traceback
         where = _where_in_student_code(err)
+        said = str(err).strip().splitlines()[:4]  # compiler logs can be long: the start
         return Result(ex, "not yet", [*report.lines,
-                                      f"your code raised {type(err).__name__}: {err}".strip(),
+                                      f"your code raised {type(err).__name__}: "
+                                      + (said[0] if said else ""), *said[1:],
                                       *([where] if where else []),
                                       "hint: run the stub cell on a small input and read the "
                                       "error; fix it and run both cells again"])

@@ -52,6 +52,8 @@ def section_cells(exercises: list[Exercise], old_ids: dict | None = None) -> lis
     for ex in exercises:
         cells.append(_cell("markdown", f"### Exercise {ex.id}: {ex.title}\n\n{ex.intro.strip()}",
                            ex.id, "statement", old_ids))
+        for i, source in enumerate(ex.before):
+            cells.append(_cell("code", source, ex.id, f"before-{i}", old_ids))
         cells.append(_cell("code", ex.stub_cell(), ex.id, "stub", old_ids))
         cells.append(_cell("code", ex.check_cell(), ex.id, "check", old_ids))
     return cells
