@@ -112,7 +112,7 @@ def _spread_vertically(ax, texts: list) -> None:
 
 
 def label_points(ax, points: list[tuple[float, float, str]], fontsize: int = 7,
-                 merge_px: float = 12.0) -> list:
+                 merge_px: float = 8.0) -> list:
     """Label scatter points without overlapping text: points closer than ``merge_px`` pixels
     share one label ("gelu: eager, triton"), and each label takes the first of a few positions
     around its point that collides with no label or point placed so far. Call it after the

@@ -41,13 +41,20 @@ def _compile(source: str, name: str, label: str, **kwargs):
         raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from err
 
 
+def _child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child: this one, with the course first on PYTHONPATH (kept: a GPU
+    box may hold its wheels there)."""
+    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
     """Run the student's kernel on the GPU in a child process; its verdict as a dict."""
     path = env.var_dir("exercises") / f"{kind}_student.cu"
     path.write_text(source)
     done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
                           capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
-                          env={**os.environ, "PYTHONPATH": str(env.ROOT)})
+                          env=_child_env())
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if lines:
         return json.loads(lines[-1])
@@ -120,7 +127,8 @@ def _silu_child(path: str) -> dict:
 
     kernel = nvrtc.kernel(path, "silu_kernel", verbose=False)
     base = torch.randn(4099 + 2, device="cuda")
-    cases = [(f"n={n}", base[:n], torch.empty(n, device="cuda")) for n in (1, 3, 4, 7, 4099)]
+    cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
+             for n in (0, 1, 3, 4, 7, 4099)]
     cases.append(("misaligned input x[1:]", base[1:1001], torch.empty(1000, device="cuda")))
     cases.append(("misaligned output", base[:1000], torch.empty(1001, device="cuda")[1:]))
     for label, x, y in cases:
@@ -174,9 +182,9 @@ def sanitize_scale(source: str | None = None) -> str:
     done = subprocess.run([tool, "--tool", "memcheck", "--show-backtrace", "no",
                            sys.executable, "-m", __name__, "scale", str(path)],
                           capture_output=True, text=True, timeout=600, cwd=env.ROOT,
-                          env={**os.environ, "PYTHONPATH": str(env.ROOT),
-                               # every tensor its own cudaMalloc, so x[n] is past the end
-                               "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+                          # every tensor its own cudaMalloc of its exact size, so that
+                          # memcheck sees x[n] as past the end of x
+                          env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
     keep = [ln for ln in (done.stdout + done.stderr).splitlines()
             if ln.startswith("=========") and ln.strip("= ")]
     return "\n".join(keep[:12] + (keep[-1:] if len(keep) > 12 else []))
@@ -186,7 +194,7 @@ def _scale_child(path: str) -> dict:
     from course_utils import nvrtc
 
     kernel = nvrtc.kernel(path, "scale", verbose=False, options=["-lineinfo"])
-    n = 4096  # 16 KiB: a multiple of the allocation granule, so x[n] is past the allocation
+    n = 4095  # not a multiple of the block: thread i == n exists, and x[n] is past x
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)
     kernel(x, y, 2.0, n, grid=n // BLOCK + 1, block=BLOCK)
