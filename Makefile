@@ -25,7 +25,7 @@ NBVAL   := --nbval-lax --nbval-current-env
 # one file per worker, so a notebook's cells stay together; 2 workers match the CI machine
 XDIST   := -n 2 --dist loadfile
 
-.PHONY: help lab run doctor test test-gpu bench clean
+.PHONY: help lab run doctor test test-gpu bench record prepare clean
 
 help:
 	@echo "make lab       start JupyterLab in notebooks/"
@@ -34,6 +34,8 @@ help:
 	@echo "make test      lint + unit tests + every notebook under nbval (CPU is fine)"
 	@echo "make test-gpu  the same suite plus GPU-only tests, with COURSE_STRICT=1"
 	@echo "make bench     run the lesson benchmarks and write docs/results/<device>.json/.md"
+	@echo "make record    (GPU) record what the %%requires cells show, into docs/recordings/"
+	@echo "make prepare   lecture mode: build every extension and fill the NVRTC cache first"
 	@echo "make clean     remove generated files (var/) and caches"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -66,6 +68,13 @@ test-gpu:
 
 bench:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m course_utils bench
+
+# like bench: on a GPU box, with .venv or the box's own python3 (PYTHONPATH for its wheels)
+record:
+	COURSE_STRICT=1 PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m course_utils record
+
+prepare:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m course_utils prepare
 
 clean:
 	find var -mindepth 1 ! -name README.md -exec rm -rf {} +

@@ -1,4 +1,4 @@
-"""``python -m course_utils doctor | run | bench``."""
+"""``python -m course_utils doctor | run | bench | exercises | record | prepare``."""
 
 import sys
 
@@ -8,6 +8,9 @@ def main(argv: list[str]) -> int:
         "doctor": "course_utils.doctor",  # what this machine can run, lesson by lesson
         "run": "course_utils.run_notebooks",  # execute every notebook, print a summary
         "bench": "course_utils.bench",  # lesson benchmarks -> docs/results/
+        "exercises": "course_utils.exercises.notebook",  # write a lesson's Exercises section
+        "record": "course_utils.recordings",  # on a GPU: what %%requires cells show -> docs/
+        "prepare": "course_utils.prepare",  # lecture mode: build and cache everything first
     }
     if not argv or argv[0] not in commands:
         print(f"usage: python -m course_utils {{{'|'.join(commands)}}} [options]", file=sys.stderr)

@@ -150,6 +150,34 @@ def requirement_rows() -> list[tuple[str, str]]:
     return [(name, "; ".join(env.unmet(name)) or "met") for name in names]
 
 
+def output_rows(found: list[Lesson]) -> tuple[list[tuple[str, ...]], float]:
+    """Per lesson, what its code cells show here: real output, a GPU recording (fresh or
+    stale) or only the skip line; and the share of real output over every lesson."""
+    from course_utils import recordings
+
+    by_name = {f.notebook: f for f in recordings.freshness(found[0].path.parent)}
+    rows, real_total, cells_total = [], 0, 0
+    for lesson in found:
+        nb = json.loads(lesson.path.read_text())
+        skipped = [c["id"] for c in recordings.requires_cells(nb)
+                   if _reasons(tuple(doctor_names(c)))]
+        fresh = by_name[lesson.name]
+        recorded = sum(1 for i in skipped if i in fresh.fresh)
+        stale = sum(1 for i in skipped if i in fresh.stale)
+        real = lesson.cells - len(skipped)
+        real_total, cells_total = real_total + real, cells_total + lesson.cells
+        rows.append((lesson.name, f"{real}/{lesson.cells} real ({real / lesson.cells:.0%})",
+                     f"recorded {recorded}, stale {stale}, "
+                     f"skip line only {len(skipped) - recorded - stale}"))
+    return rows, real_total / max(cells_total, 1)
+
+
+def doctor_names(cell: dict) -> list[str]:
+    """The requirement names of a ``%%requires`` cell (as JSON)."""
+    first = "".join(cell["source"]).lstrip().splitlines()[0]
+    return first.removeprefix("%%requires").replace(",", " ").split()
+
+
 def _print_pairs(rows: list[tuple[str, ...]], out) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
@@ -174,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  no notebooks found in {args.notebooks}", file=out)
         return 1
     _print_pairs(lesson_rows(found), out)
+    print("\n# What the code cells show here (real output, or a GPU recording under the skip "
+          "line)", file=out)
+    rows, share = output_rows(found)
+    _print_pairs(rows, out)
+    print(f"  real output in {share:.0%} of code cells (the course aims at >= 80% without a "
+          "GPU, and a recording for every other cell)", file=out)
     typos = [(lesson.name, why) for lesson in found for _, whys in lesson.fallbacks()
              for why in whys if why.startswith("error:")]
     for name, why in typos:

@@ -4,9 +4,11 @@
     ...a cell that needs a CUDA GPU and nvcc...
 
 When a requirement is missing the cell prints one line saying what is missing and does not run;
-the notebook goes on. Under ``COURSE_STRICT=1`` (``make test-gpu``) a missing requirement is an
-error, so a GPU run can never pass by skipping. An unknown requirement is always an error that
-lists the known ones.
+the notebook goes on. Under that line it shows what the cell printed and drew on a real GPU,
+when ``docs/recordings/`` holds a recording of it (see :mod:`course_utils.recordings`), labelled
+with the device, torch, date and git revision, and marked stale if the cell changed since.
+Under ``COURSE_STRICT=1`` (``make test-gpu``) a missing requirement is an error, so a GPU run
+can never pass by skipping. An unknown requirement is always an error that lists the known ones.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ def requires_magic(line: str, cell: str, ipython=None) -> None:
         raise ValueError(f"%%requires needs at least one requirement; known: "
                          f"{env.known_requirements()}")
     if not env.requires(*names):
+        # what the cell showed on a GPU, when the course has a recording of it
+        from course_utils import recordings
+
+        recordings.show(f"%%requires {line}\n{cell}")
         return
     result = ipython.run_cell(cell, store_history=False)
     # run_cell has already shown the traceback; re-raise so the cell itself counts as failed

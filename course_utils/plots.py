@@ -69,9 +69,126 @@ def ceiling(ax, value: float, label: str) -> None:
                 xytext=(0, 3), textcoords="offset points", fontsize=8)
 
 
+def ceilings(ax, lines: list[tuple[float, str, str | None]], suffix: str = "") -> None:
+    """Dashed horizontal lines for several ceilings ``(value, label, colour)``: one line and one
+    label per distinct value (dtypes sharing a peak share it: "bfloat16 / float16 ..."), each
+    label at the right end of its line, moved apart vertically where labels would collide;
+    ``suffix`` ends every label ("datasheet peak")."""
+    merged: dict[float, list[tuple[str, str | None]]] = {}
+    for value, label, colour in lines:
+        merged.setdefault(round(float(value), 6), []).append((label, colour))
+    texts = []
+    for value, entries in merged.items():
+        colour = entries[0][1] if len({c for _, c in entries}) == 1 else "#000000"
+        ax.axhline(value, ls="--", lw=1, color=colour or PROVIDER_COLORS["ceiling"], alpha=0.6)
+        names = " / ".join(dict.fromkeys(lb for lb, _ in entries))
+        texts.append(ax.annotate(f"{names}{' ' + suffix if suffix else ''}: {_cell(value)}",
+                                 xy=(0.99, value), ha="right", va="bottom",
+                                 xycoords=("axes fraction", "data"), xytext=(0, 2),
+                                 textcoords="offset points", fontsize=8,
+                                 color=colour or PROVIDER_COLORS["ceiling"],
+                                 # readable where a curve or a bar runs behind the label
+                                 bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1}))
+    _spread_vertically(ax, texts)
+
+
+def _boxes_overlap(a, b, pad: float = 1.0) -> bool:
+    return not (a.x1 + pad < b.x0 or b.x1 + pad < a.x0 or a.y1 + pad < b.y0 or b.y1 + pad < a.y0)
+
+
+def _spread_vertically(ax, texts: list) -> None:
+    """Nudge annotations (offset in points) up until none overlaps one placed before it."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for text in sorted(texts, key=lambda t: t.xy[1]):
+        for _ in range(40):
+            box = text.get_window_extent(renderer)
+            if not any(_boxes_overlap(box, other) for other in placed):
+                break
+            dx, dy = text.xyann
+            text.xyann = (dx, dy + 4)
+        placed.append(text.get_window_extent(renderer))
+
+
+def label_points(ax, points: list[tuple[float, float, str]], fontsize: int = 7,
+                 merge_px: float = 8.0) -> list:
+    """Label scatter points without overlapping text: points closer than ``merge_px`` pixels
+    share one label ("gelu: eager, triton"), and each label takes the first of a few positions
+    around its point that collides with no label or point placed so far. Call it after the
+    axes' scales and data are final. Returns the annotations."""
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    to_px = ax.transData.transform
+    clusters: list[list[tuple[float, float, str]]] = []
+    for point in points:
+        px = to_px((point[0], point[1]))
+        for cluster in clusters:
+            cx = to_px((cluster[0][0], cluster[0][1]))
+            if abs(px[0] - cx[0]) < merge_px and abs(px[1] - cx[1]) < merge_px:
+                cluster.append(point)
+                break
+        else:
+            clusters.append([point])
+    occupied = [_point_box(to_px((x, y))) for x, y, _ in points]
+    texts = []
+    offsets = [(5, -3), (5, 7), (5, -13), (-5, 7), (-5, -13), (5, 17), (5, -23), (-5, 17),
+               (-5, -23), (5, 27), (5, -33)]
+    for cluster in clusters:
+        text = ax.annotate(_merged_label([lb for _, _, lb in cluster]),
+                           (cluster[0][0], cluster[0][1]), fontsize=fontsize,
+                           textcoords="offset points", xytext=offsets[0])
+        for dx, dy in offsets:
+            text.xyann = (dx, dy)
+            text.set_ha("left" if dx > 0 else "right")
+            box = text.get_window_extent(renderer)
+            if not any(_boxes_overlap(box, other) for other in occupied):
+                break
+        occupied.append(text.get_window_extent(renderer))
+        texts.append(text)
+    return texts
+
+
+def _point_box(xy):
+    from matplotlib.transforms import Bbox
+
+    return Bbox.from_extents(xy[0] - 3, xy[1] - 3, xy[0] + 3, xy[1] + 3)
+
+
+def _merged_label(labels: list[str]) -> str:
+    """"gelu eager", "gelu triton" -> "gelu: eager, triton" (a shared first word once)."""
+    if len(labels) == 1:
+        return labels[0]
+    heads = {lb.split(" ", 1)[0] for lb in labels}
+    if len(heads) == 1 and all(" " in lb for lb in labels):
+        return f"{heads.pop()}: {', '.join(lb.split(' ', 1)[1] for lb in labels)}"
+    return ", ".join(labels)
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes, off the data (``save`` keeps it in the PNG)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def note(fig, text: str) -> None:
+    """A short explanation under the figure, above the environment stamp (break lines with
+    newlines: a figure does not wrap text)."""
+    fig.text(0.01, _lowest_text(fig) - 0.03, text, fontsize=8, ha="left", va="top")
+
+
+def _lowest_text(fig) -> float:
+    """The bottom, in figure coordinates, of the texts already placed under the axes."""
+    renderer = fig.canvas.get_renderer()
+    to_fig = fig.transFigure.inverted().transform
+    bottoms = [to_fig((0, t.get_window_extent(renderer).y0))[1] for t in fig.texts
+               if t.get_position()[1] < 0.05]
+    return min(bottoms, default=0.0)
+
+
 def stamp(fig) -> None:
-    fig.text(0.01, -0.02, env.environment_line(), fontsize=7, color="#555555", ha="left",
-             va="top")
+    # the last line of a figure, under any note()
+    fig.text(0.01, _lowest_text(fig) - 0.02, env.environment_line(), fontsize=7,
+             color="#555555", ha="left", va="top")
 
 
 def save(fig, name: str) -> Path:

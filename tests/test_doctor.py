@@ -67,3 +67,10 @@ def test_every_requirement_name_is_listed_with_its_status():
     assert set(env.REQUIREMENTS) <= set(rows)
     for name, status in rows.items():
         assert status == ("; ".join(env.unmet(name)) or "met")
+
+
+def test_output_rows_count_real_and_skipped_cells(tmp_path):
+    _notebook(tmp_path / "01_a.ipynb", "x = 1", "%%requires sm_999\ny", "z = 2", "w = 3")
+    rows, share = doctor.output_rows(doctor.lessons(tmp_path))
+    assert rows == [("01_a", "3/4 real (75%)", "recorded 0, stale 0, skip line only 1")]
+    assert share == 0.75

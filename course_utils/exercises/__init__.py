@@ -1,0 +1,349 @@
+"""Auto-checked exercises: a stub cell the student edits, then a check cell that says how it went.
+
+At the end of each lesson an "Exercises" section holds, per exercise, a short statement, a stub
+cell (small, self-contained, the signature given) and a check cell::
+
+    from course_utils import exercises
+    exercises.check("01.sync", time_ms)
+
+:func:`check` prints one verdict and never raises on a wrong answer:
+
+* **not attempted**: the stub is untouched (same code as registered, or a ``...`` left in it);
+* **passed**: correct on fresh random inputs, awkward shapes included; on a GPU it then measures
+  the answer against the lesson's ceiling and *prints* a verdict (a time is never asserted);
+* **not yet**: what is wrong, the first mismatching index and values, and a hint;
+* **cannot check here**: the machine lacks what the check needs (it says what).
+
+Adding exercises to a lesson (notebooks 05 and 06 included)
+-----------------------------------------------------------
+1. ``course_utils/exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
+
+       STUB = '''def tile_count(m, n, tile):
+           \"\"\"Thread blocks needed to cover an m x n output with tile x tile blocks.\"\"\"
+           ...
+       '''
+
+       @exercise("05.tiles", title="Count the tiles", stub=STUB, answers=("tile_count",),
+                 intro="Markdown shown above the stub: the why, the task, the signature.")
+       def check_tiles(tile_count, report):
+           for m, n, tile in [(1, 1, 16), (33, 7, 16)]:
+               expect(tile_count(m, n, tile) == -(-m // tile) * -(-n // tile),
+                      f"tile_count({m}, {n}, {tile}) returned ...", hint="round up both ways")
+           report.line("the grid covers every output element")
+
+   The check receives the student's objects (named by ``answers``, defined by the stub) and a
+   :class:`Report`; it raises :class:`Mismatch` (or uses :func:`expect` / :func:`compare`) for a
+   wrong answer, :class:`CannotCheck` when this machine cannot tell, and calls
+   :func:`bandwidth_verdict` (or ``report.line``) for what it measured.
+2. ``course_utils/exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
+   cell source text defining the same names as the stub, one correct and one known-wrong.
+3. ``python -m course_utils exercises sync NN`` writes the notebook's final "Exercises" section
+   from the registry; ``tests/test_exercises.py`` then runs every check against its solution
+   (must pass), its stub (must say not attempted) and the wrong answer (must fail, teaching).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+import traceback
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from course_utils import env
+
+
+class Mismatch(Exception):
+    """The answer is wrong: ``message`` says what, ``hint`` how to look for the cause."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+class CannotCheck(Exception):
+    """This machine cannot run the check (no GPU, no NVRTC, ...): the reason in plain words."""
+
+
+class Report:
+    """Lines a check adds for the student (what it tried, what it measured)."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str  # "<lesson>.<short name>", e.g. "01.sync"
+    title: str
+    stub: str  # the stub cell's source (self-contained: its own imports)
+    answers: tuple[str, ...]  # names the stub defines, passed to the check in this order
+    check: Callable  # check(*answers, report)
+    intro: str = ""  # markdown above the stub
+    before: tuple[str, ...] = ()  # code cells between the statement and the stub (tools)
+
+    @property
+    def lesson(self) -> str:
+        return self.id.split(".")[0]
+
+    def check_cell(self) -> str:
+        return (f"from course_utils import exercises\n\n"
+                f"exercises.check({self.id!r}, {', '.join(self.answers)})")
+
+    def stub_cell(self) -> str:
+        return (f"# ✏️ Exercise {self.id}: edit this cell, run it, then run the check below\n"
+                + self.stub.strip() + "\n")
+
+
+@dataclass
+class Result:
+    exercise: Exercise
+    status: str  # "passed", "not yet", "not attempted", "cannot check here"
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def __str__(self) -> str:
+        mark = {"passed": "✅", "not yet": "❌", "not attempted": "✏️"}.get(self.status, "⏭️")
+        head = f"{mark} Exercise {self.exercise.id} ({self.exercise.title}): {self.status}"
+        return "\n".join([head, *(f"   {ln}" for ln in self.lines)])
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
+             before: Sequence[str] = ()):
+    """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
+    ``before``: code cells shown between the statement and the stub (a tool to run first)."""
+    if not isinstance(id, str) or "." not in id:
+        raise ValueError(f"id expected '<lesson>.<name>' (e.g. '01.sync'), got {id!r}")
+    if not answers:
+        raise ValueError(f"answers expected the names the stub defines, got {answers!r}")
+
+    def register(fn: Callable) -> Callable:
+        _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
+                                 check=fn, intro=intro, before=tuple(before))
+        return fn
+
+    return register
+
+
+def _load_lessons() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("lesson"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def get(id: str) -> Exercise:
+    """The registered exercise ``id``; ValueError listing the known ones otherwise."""
+    _load_lessons()
+    if id not in _REGISTRY:
+        raise ValueError(f"exercise id {id!r} is not registered; known: "
+                         f"{', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[id]
+
+
+def all_exercises(lesson: str | None = None) -> list[Exercise]:
+    """Every registered exercise (of one lesson, ``"01"``), in lesson and registration order."""
+    _load_lessons()
+    found = [e for e in _REGISTRY.values() if lesson is None or e.lesson == lesson]
+    return sorted(found, key=lambda e: e.lesson)
+
+
+# --------------------------------------------------------------------------------------------
+# Running a check
+# --------------------------------------------------------------------------------------------
+
+
+def load_cell(source: str, label: str = "cell") -> dict:
+    """Run cell ``source`` as a module (from a file, so Triton and ``inspect`` find the source
+    of its functions) and return its names."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = env.var_dir("exercises") / f"{label.replace('.', '_')}_{digest}.py"
+    if not path.exists():
+        path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"_exercise_cell_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def _fingerprint(obj) -> object:
+    """What identifies an answer's code: compiled code for functions, text for sources."""
+    obj = getattr(obj, "fn", obj)  # a @triton.jit kernel wraps the Python function
+    if isinstance(obj, types.FunctionType):
+        return _code_print(obj.__code__)
+    if isinstance(obj, str):
+        return tuple(ln.strip() for ln in obj.splitlines() if ln.strip())
+    return ("value", repr(obj))
+
+
+def _code_print(code: types.CodeType) -> tuple:
+    consts = tuple(_code_print(c) if isinstance(c, types.CodeType) else repr(c)
+                   for c in code.co_consts)
+    return code.co_code, consts, code.co_names, code.co_varnames
+
+
+def _has_ellipsis(obj) -> bool:
+    if obj is Ellipsis:
+        return True
+    if isinstance(obj, dict):
+        return any(_has_ellipsis(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return any(_has_ellipsis(v) for v in obj)
+    return False
+
+
+_stub_prints: dict[str, tuple] = {}
+
+
+def _untouched(ex: Exercise, answers: tuple) -> bool:
+    if any(_has_ellipsis(a) for a in answers):
+        return True
+    if ex.id not in _stub_prints:
+        names = load_cell(ex.stub, f"stub_{ex.id}")
+        _stub_prints[ex.id] = tuple(_fingerprint(names[n]) for n in ex.answers)
+    return tuple(_fingerprint(a) for a in answers) == _stub_prints[ex.id]
+
+
+def _where_in_student_code(err: BaseException) -> str:
+    """'line N of your cell: <code>' for the deepest frame outside the course and libraries."""
+    course = str(env.ROOT / "course_utils")
+    found = ""
+    for frame in traceback.extract_tb(err.__traceback__):
+        name = frame.filename
+        if ("site-packages" in name or name.startswith(course) or "/lib/python" in name
+                or name.startswith(str(env.ROOT / "kernels"))):
+            continue
+        if name.startswith(str(env.VAR / "exercises")) or "ipykernel" in name or "<" in name:
+            found = f"line {frame.lineno} of your cell: {frame.line}"
+    return found
+
+
+def run_check(id: str, *answers) -> Result:
+    """Check ``answers`` for exercise ``id`` and return the :class:`Result` (prints nothing)."""
+    ex = get(id)
+    if len(answers) != len(ex.answers):
+        raise ValueError(f"exercise {id} expected {len(ex.answers)} answers "
+                         f"({', '.join(ex.answers)}), got {len(answers)}")
+    if _untouched(ex, answers):
+        return Result(ex, "not attempted",
+                      ["the stub above is unchanged: edit it (replace every ...), run it, then "
+                       "run this cell again"])
+    report = Report()
+    try:
+        ex.check(*answers, report=report)
+    except Mismatch as wrong:
+        lines = [*report.lines, *wrong.message.splitlines()]
+        return Result(ex, "not yet", lines + ([f"hint: {wrong.hint}"] if wrong.hint else []))
+    except CannotCheck as why:
+        return Result(ex, "cannot check here", [*report.lines, str(why)])
+    except NotImplementedError:
+        return Result(ex, "not attempted", ["your code still raises NotImplementedError"])
+    except Exception as err:  # the student's code raised: say what and where, no traceback
+        where = _where_in_student_code(err)
+        said = str(err).strip().splitlines()[:4]  # compiler logs can be long: the start
+        return Result(ex, "not yet", [*report.lines,
+                                      f"your code raised {type(err).__name__}: "
+                                      + (said[0] if said else ""), *said[1:],
+                                      *([where] if where else []),
+                                      "hint: run the stub cell on a small input and read the "
+                                      "error; fix it and run both cells again"])
+    return Result(ex, "passed", report.lines)
+
+
+def check(id: str, *answers) -> None:
+    """Check ``answers`` for exercise ``id`` and print the verdict (never raises on a wrong
+    answer, so the notebook goes on)."""
+    print(run_check(id, *answers))
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers for writing checks
+# --------------------------------------------------------------------------------------------
+
+
+def expect(condition: bool, message: str, hint: str = "") -> None:
+    """Raise :class:`Mismatch` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise Mismatch(message, hint)
+
+
+def compare(got, expected: torch.Tensor, *, what: str, atol: float = 1e-5, rtol: float = 1e-5,
+            hint: str = "") -> None:
+    """Mismatch unless ``got`` matches ``expected`` (shape, dtype, values); the message names
+    the first mismatching index with both values and how many elements differ."""
+    expect(isinstance(got, torch.Tensor),
+           f"{what}: expected a tensor, got {type(got).__name__}", hint)
+    expect(tuple(got.shape) == tuple(expected.shape),
+           f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}", hint)
+    expect(got.dtype == expected.dtype,
+           f"{what}: expected dtype {expected.dtype}, got {got.dtype}", hint)
+    g, e = got.detach().float().cpu(), expected.detach().float().cpu()
+    bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    if bad.any():
+        first = tuple(int(i) for i in torch.nonzero(bad)[0])
+        index = first if len(first) != 1 else first[0]
+        raise Mismatch(f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at "
+                       f"index {index}: got {g[first].item():.6g}, expected "
+                       f"{e[first].item():.6g}", hint)
+
+
+def awkward_1d(device: str, dtype: torch.dtype = torch.float32,
+               sizes: Sequence[int] = (1, 7, 1000, 4099)) -> list[tuple[str, torch.Tensor]]:
+    """Fresh random 1-D inputs: odd lengths, empty, a view 4 bytes off alignment, a strided one."""
+    cases = [(f"n={n}", torch.randn(n, device=device).to(dtype)) for n in sizes]
+    cases.append(("empty", torch.empty(0, device=device, dtype=dtype)))
+    cases.append(("misaligned view x[1:]", torch.randn(1026, device=device).to(dtype)[1:]))
+    cases.append(("strided view x[::2]", torch.randn(2 * 513, device=device).to(dtype)[::2]))
+    return cases
+
+
+def bandwidth_verdict(report: Report, fn: Callable, args: Sequence, nbytes: int,
+                      target: float = 0.8) -> float | None:
+    """On a GPU: time ``fn(*args)``, compare its bytes/s with the copy bandwidth measured now on
+    the same bytes, and add a printed verdict against ``target``. Returns the fraction of copy."""
+    if not env.HAS_CUDA:
+        report.line("speed: measured only on a GPU (the ceiling is the copy bandwidth)")
+        return None
+    from course_utils import timing
+
+    copy = timing.copy_bandwidth(max(nbytes // 2, 1 << 20))
+    gbs = timing.gbps(nbytes, timing.benchmark(fn, *args, name="your kernel").median)
+    verdict = "meets" if gbs >= target * copy else "misses"
+    report.line(f"speed: {gbs:,.0f} GB/s = {gbs / copy:.0%} of copy bandwidth ({copy:,.0f} "
+                f"GB/s, same run): {verdict} the target (>= {target:.0%})")
+    return gbs / copy
+
+
+def needs(*requirements: str) -> None:
+    """:class:`CannotCheck` with the reason unless this machine meets ``requirements``."""
+    if reasons := env.unmet(*requirements):
+        raise CannotCheck(f"this check needs {' '.join(requirements)}: {'; '.join(reasons)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from course_utils.exercises import notebook
+
+    return notebook.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
+__all__ = ["CannotCheck", "Exercise", "Mismatch", "Report", "Result", "all_exercises",
+           "awkward_1d", "bandwidth_verdict", "check", "compare", "exercise", "expect", "get",
+           "load_cell", "needs", "run_check"]

@@ -1,0 +1,215 @@
+"""Exercises of lesson 02: kernel fusion (Triton, bytes moved, kernels launched)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from course_utils import env
+from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercise, expect
+
+_TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
+
+
+def _dtypes() -> list[torch.dtype]:
+    # the Triton interpreter computes bf16 wrongly (it casts to fp32 after loading): GPU only
+    return [torch.float32, torch.bfloat16] if env.HAS_CUDA else [torch.float32]
+
+
+def _try_call(fn, *args):
+    """Call the student's function; an exception names the case it failed on."""
+    try:
+        # the interpreter runs exp in NumPy, which warns when exp(-2u) overflows to the
+        # intended inf (x / inf = 0)
+        with np.errstate(over="ignore"):
+            return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        shapes = ", ".join(f"{tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}"
+                           f"{'' if a.is_contiguous() else ' non-contiguous'}"
+                           for a in args if isinstance(a, torch.Tensor))
+        raise Mismatch(f"on inputs {shapes}: your code raised {type(err).__name__}: {err}",
+                       "try that shape in the stub cell; for views call .contiguous() before "
+                       "using flat offsets, and return early for an empty tensor") from err
+
+
+# --------------------------------------------------------------------------------------------
+BIAS_GELU_STUB = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bias_gelu_kernel(x_ptr, bias_ptr, y_ptr, n_cols, n, BLOCK: tl.constexpr):
+    """y = gelu_tanh(x + bias[column]) over a row-major x of n elements, n_cols per row."""
+    # offsets of this program's BLOCK elements, a mask for the end, load x and the bias of
+    # each element's column, compute in float32, store
+    ...
+
+
+def bias_gelu(x, bias):
+    """F.gelu(x + bias, approximate="tanh") in one kernel; x is 2-D, bias has x.shape[1]."""
+    raise NotImplementedError
+'''
+
+
+def _bias_gelu_cases(device: str, dtype: torch.dtype):
+    r = lambda *shape: torch.randn(*shape, device=device).to(dtype)
+    return [("7x13", r(7, 13), r(13)), ("1x1", r(1, 1), r(1)), ("empty 0x16", r(0, 16), r(16)),
+            ("33x1000", r(33, 1000), r(1000)),
+            ("transposed view 31x50", r(50, 31).t(), r(50)),
+            ("misaligned view", r(7 * 13 + 1)[1:].view(7, 13), r(13)),
+            ("large |x|", 1e3 * r(5, 8), r(8))]
+
+
+@exercise("02.bias_gelu", title="Fuse bias + GeLU in Triton", stub=BIAS_GELU_STUB,
+          answers=("bias_gelu",), intro="""
+A `Linear` layer's bias add followed by GeLU is two kernels in eager PyTorch: the sum makes a
+round trip to DRAM. Write the fused kernel: each program loads `BLOCK` elements of `x`, the bias
+of each element's column (`offsets % n_cols`), computes GeLU (tanh form; `x / (1 + exp(-2u))`
+never gives NaN) and stores once. Without a GPU it runs under the Triton interpreter, so the
+check keeps shapes small; on a GPU it also measures it against the copy bandwidth.""")
+def check_bias_gelu(bias_gelu, report) -> None:
+    device = env.DEFAULT_DEVICE
+    for dtype in _dtypes():
+        atol, rtol = _TOL[dtype]
+        for label, x, bias in _bias_gelu_cases(device, dtype):
+            got = _try_call(bias_gelu, x, bias)
+            compare(got, F.gelu(x.float() + bias.float(), approximate="tanh").to(dtype),
+                    what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
+                    hint="the bias index of flat element i is i % n_cols (x must be "
+                         "contiguous); compute in float32 and cast when storing")
+    report.line("matches F.gelu(x + bias) on odd shapes, empty, views and large |x|")
+    if env.HAS_CUDA:
+        from course_utils.profiling import count_kernels
+
+        x, bias = torch.randn(8192, 8192, device="cuda"), torch.randn(8192, device="cuda")
+        launches = sum(count_kernels(bias_gelu, x, bias).values())
+        report.line(f"kernels per call: {launches} (fused: 1)")
+        bandwidth_verdict(report, bias_gelu, (x, bias), 2 * x.numel() * x.element_size())
+
+
+# --------------------------------------------------------------------------------------------
+PREDICT_STUB = '''
+# F.gelu(x + bias, approximate="tanh") for x of shape (4096, 4096) float32, bias of (4096,).
+UNFUSED_KERNELS = ...  # kernels launched by the two-op version, per call
+UNFUSED_BYTES = ...    # bytes those kernels read + write in DRAM, all together
+FUSED_BYTES = ...      # bytes your fused bias_gelu reads + writes
+'''
+
+
+class _BytesMoved(TorchDispatchMode):
+    """(op, bytes read, bytes written) for every ATen op run inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple[str, int, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        size = lambda tree: sum(t.numel() * t.element_size() for t in tree_flatten(tree)[0]
+                                if isinstance(t, torch.Tensor))
+        self.ops.append((func.__name__, size((args, kwargs)), size(out)))
+        return out
+
+
+def unfused_bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x + bias, approximate="tanh")
+
+
+@exercise("02.predict", title="Predict the bytes moved and the kernels launched",
+          stub=PREDICT_STUB, answers=("UNFUSED_KERNELS", "UNFUSED_BYTES", "FUSED_BYTES"),
+          intro="""
+Napkin math before measuring: how many kernels does `F.gelu(x + bias)` launch, and how many
+bytes do they move (each kernel reads its inputs from DRAM and writes its output back)? How many
+does your fused kernel move? Give exact integers (within 5% passes). The check counts the
+kernels with `count_kernels` and the bytes with a `TorchDispatchMode`, as in section 1.""")
+def check_predict(kernels, unfused_bytes, fused_bytes, report) -> None:
+    from course_utils.profiling import count_kernels
+
+    dev = env.DEFAULT_DEVICE
+    small = torch.randn(64, 64, device=dev), torch.randn(64, device=dev)
+    launched = sum(count_kernels(unfused_bias_gelu, *small).values())
+    # meta tensors: shapes and bytes, no memory, no compute (made outside the counter)
+    meta = torch.empty(4096, 4096, device="meta"), torch.empty(4096, device="meta")
+    with _BytesMoved() as counter:
+        unfused_bias_gelu(*meta)
+    table = "; ".join(f"{op}: reads {r / 1e6:.2f} MB, writes {w / 1e6:.2f} MB"
+                      for op, r, w in counter.ops)
+    moved = sum(r + w for _, r, w in counter.ops)
+    fused = 2 * 4096 * 4096 * 4 + 4096 * 4
+    for name, got, want, hint in (
+            ("UNFUSED_KERNELS", kernels, launched, "one kernel per op: the add, then the GeLU"),
+            ("UNFUSED_BYTES", unfused_bytes, moved,
+             "the add reads x and bias and writes x + bias; GeLU reads that and writes y: "
+             "4 bytes per float32 element"),
+            ("FUSED_BYTES", fused_bytes, fused, "one pass: read x (and the small bias) once, "
+             "write y once")):
+        expect(isinstance(got, int | float), f"{name} = {got!r}; expected a number", hint)
+        if abs(got - want) > 0.05 * want:
+            raise Mismatch(f"{name} = {got:,}; measured here: {want:,}"
+                           + (f" ({table})" if name == "UNFUSED_BYTES" else ""), hint)
+    report.line(f"unfused: {launched} kernels, {moved / 1e6:.0f} MB ({table}); fused: "
+                f"{fused / 1e6:.0f} MB, so fusion should be ~{moved / fused:.1f}x faster on a GPU")
+
+
+# --------------------------------------------------------------------------------------------
+SILU_MUL_STUB = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def silu_mul_kernel(x_ptr, y_ptr, d, n, BLOCK: tl.constexpr):
+    """y[r, c] = silu(x[r, c]) * x[r, d + c]; x: (rows, 2d) row-major, y: (rows, d), n = rows*d"""
+    ...
+
+
+def silu_mul(x):
+    """F.silu(a) * b for a, b = x.chunk(2, dim=-1), in one kernel; x is 2-D with an even width."""
+    raise NotImplementedError
+'''
+
+
+@exercise("02.silu_mul", title="SiLU-and-multiply in Triton", stub=SILU_MUL_STUB,
+          answers=("silu_mul",), intro="""
+The MLP of most LLMs computes `F.silu(a) * b` where `a` and `b` are the two halves of one
+projection `x` (shape `(rows, 2d)`): eager PyTorch launches three kernels. Write one. Output
+element `i` of `y` is row `i // d`, column `i % d`; it reads `x` at that row, columns `c` and
+`d + c`. Validate the input: an odd width is a `ValueError` naming `x`.""")
+def check_silu_mul(silu_mul, report) -> None:
+    device = env.DEFAULT_DEVICE
+    try:
+        silu_mul(torch.randn(3, 5, device=device))
+    except ValueError as err:
+        expect("x" in str(err), f"the ValueError for an odd width says {str(err)!r}, which does "
+               "not name the argument", "e.g. ValueError(f'x expected an even width, got 5')")
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        raise Mismatch(f"x of width 5 (odd) raised {type(err).__name__}: {err}",
+                       "check x.shape[1] % 2 first and raise ValueError naming x") from err
+    else:
+        raise Mismatch("x of width 5 (odd) was accepted: the halves do not line up",
+                       "check x.shape[1] % 2 and raise ValueError naming x")
+    for dtype in _dtypes():
+        atol, rtol = _TOL[dtype]
+        r = lambda *shape, dt=dtype: torch.randn(*shape, device=device).to(dt)
+        for label, x in [("1x2", r(1, 2)), ("3x10", r(3, 10)), ("17x2002", r(17, 2002)),
+                         ("empty 0x8", r(0, 8)), ("transposed view 6x40", r(40, 6).t()),
+                         ("misaligned view", r(4 * 6 + 1)[1:].view(4, 6))]:
+            a, b = x.float().chunk(2, dim=-1)
+            compare(_try_call(silu_mul, x), (F.silu(a) * b).to(dtype),
+                    what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
+                    hint="for output i: row = i // d, col = i % d; read x at row*2d + col and "
+                         "row*2d + d + col (after x = x.contiguous())")
+    report.line("matches F.silu(a) * b on odd shapes, empty and views; odd width rejected")
+    if env.HAS_CUDA:
+        x = torch.randn(8192, 2 * 8192, device="cuda")
+        bandwidth_verdict(report, silu_mul, (x,), x.numel() * 4 * 3 // 2)

@@ -1,0 +1,280 @@
+"""Exercises of lesson 03: CUDA kernels (a vectorised SiLU, an out-of-bounds bug, index width).
+
+The student's CUDA runs in a child process on a GPU: a misaligned 16-byte load or an
+out-of-bounds access poisons the CUDA context of the process that launched it, and the notebook
+must survive a wrong answer. ``python -m course_utils.exercises.lesson03 <silu|scale> <file.cu>``
+is that child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from course_utils import env
+from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, needs
+
+CUDA_DIR = env.ROOT / "course_utils" / "exercises" / "cuda"
+SCALE_CU = CUDA_DIR / "scale_buggy.cu"
+BLOCK = 256
+
+
+def _compile(source: str, name: str, label: str, **kwargs):
+    """NVRTC compile for sm_90 PTX (works without a GPU); a compile error becomes a Mismatch
+    that shows NVRTC's first errors."""
+    from course_utils import nvrtc
+
+    needs("nvrtc")
+    try:
+        return nvrtc.compile(source, name, arch="sm_90", output="ptx", verbose=False, **kwargs)
+    except nvrtc.CompileError as err:
+        errors = [ln for ln in str(err).splitlines() if "error:" in ln][:3]
+        raise Mismatch(f"{label} does not compile:\n" + "\n".join(errors or [str(err)]),
+                       "the line numbers count from the first line of your source string"
+                       ) from None
+    except ValueError as err:  # e.g. the kernel name is not in the source
+        raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from err
+
+
+def _child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child: this one, with the course first on PYTHONPATH (kept: a GPU
+    box may hold its wheels there)."""
+    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
+    """Run the student's kernel on the GPU in a child process; its verdict as a dict."""
+    path = env.var_dir("exercises") / f"{kind}_student.cu"
+    path.write_text(source)
+    done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
+                          capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
+                          env=_child_env())
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    tail = [ln for ln in (done.stderr or "").splitlines() if ln.strip()][-1:]
+    return {"crash": tail[0] if tail else f"exit status {done.returncode}"}
+
+
+def _crash_mismatch(result: dict, case_hint: str) -> None:
+    if "crash" in result:
+        raise Mismatch(f"your kernel crashed the GPU ({result.get('case', 'a case')}): "
+                       f"{result['crash']}", case_hint)
+    if "mismatch" in result:
+        raise Mismatch(result["mismatch"], result.get("hint", case_hint))
+
+
+# --------------------------------------------------------------------------------------------
+SILU_STUB = '''
+SILU_SOURCE = r"""
+extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                       long long n) {
+    // y[i] = x[i] / (1 + exp(-x[i])). Thread t handles elements 4t .. 4t+3: one float4 load
+    // and store when all four exist and x and y are 16-byte aligned, one at a time otherwise.
+}
+"""
+'''
+
+
+@exercise("03.silu", title="A vectorised SiLU in CUDA (NVRTC)", stub=SILU_STUB,
+          answers=("SILU_SOURCE",), intro=f"""
+Write `silu_kernel` so that each thread moves 16 bytes per access, as `gelu_vectorized` does.
+It is launched with {BLOCK} threads per block and enough blocks for `ceil(n / 4)` threads;
+thread `t` handles elements `4t .. 4t+3`. A `float4` load needs a 16-byte aligned address
+(`reinterpret_cast<unsigned long long>(x) % 16 == 0`): a view such as `x[1:]` is not, and must
+take the one-at-a-time path, as must the last `n % 4` elements.
+
+The check compiles it with NVRTC for sm_90 (no GPU needed) and looks for 16-byte loads in the
+PTX; on a GPU it also runs it (in a child process, so a crash cannot take the notebook down) on
+odd lengths, empty and misaligned tensors, then measures it against the copy bandwidth.""")
+def check_silu(source, report) -> None:
+    expect(isinstance(source, str), f"SILU_SOURCE is a {type(source).__name__}; expected the "
+           "kernel's source as a string")
+    compiled = _compile(source, "silu_kernel", "SILU_SOURCE")
+    ptx = compiled.ptx
+    expect("ld.global.nc.v4.f32" in ptx or "ld.global.v4.f32" in ptx,
+           "the PTX has no 16-byte load (ld.global.v4.f32): every load moves 4 bytes",
+           "load a float4: reinterpret_cast<const float4*>(x)[t] on the aligned path")
+    expect("st.global.v4.f32" in ptx, "the PTX has no 16-byte store (st.global.v4.f32)",
+           "store a float4 on the aligned path too")
+    report.line("compiles for sm_90; the PTX has 16-byte loads and stores")
+    if not env.HAS_CUDA:
+        report.line("running it needs a GPU: on one, this check also tries odd lengths, "
+                    "empty and misaligned views, and measures the speed")
+        return
+    _crash_mismatch(_run_child("silu", source),
+                    "a misaligned float4 access or an index past n: check the alignment of "
+                    "both pointers and that 4t + 3 < n before the vector path")
+    report.line("matches F.silu on odd lengths, empty, misaligned input and output")
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
+    x = torch.randn(1 << 28, device="cuda")
+    y = torch.empty_like(x)
+    grid = -(-x.numel() // (4 * BLOCK))
+    bandwidth_verdict(report, lambda: kernel(x, y, x.numel(), grid=grid, block=BLOCK), (),
+                      2 * x.numel() * 4)
+
+
+def _silu_child(path: str) -> dict:
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(path, "silu_kernel", verbose=False)
+    base = torch.randn(4099 + 2, device="cuda")
+    cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
+             for n in (0, 1, 3, 4, 7, 4099)]
+    cases.append(("misaligned input x[1:]", base[1:1001], torch.empty(1000, device="cuda")))
+    cases.append(("misaligned output", base[:1000], torch.empty(1001, device="cuda")[1:]))
+    for label, x, y in cases:
+        kernel(x, y, x.numel(), grid=max(1, -(-x.numel() // (4 * BLOCK))), block=BLOCK)
+        torch.cuda.synchronize()
+        try:
+            compare(y, torch.nn.functional.silu(x), what=label, atol=1e-5, rtol=1e-5)
+        except Mismatch as wrong:
+            return {"mismatch": wrong.message, "hint": "compare the vector path and the "
+                    "one-at-a-time path of that case; y[i] = x[i] / (1 + expf(-x[i]))"}
+    return {"ok": True}
+
+
+# --------------------------------------------------------------------------------------------
+OOB_STUB = '''
+from course_utils.exercises import lesson03
+
+print(lesson03.numbered(lesson03.SCALE_CU))   # the kernel, with line numbers
+BUG_LINE = ...     # the number of the line that lets an out-of-bounds thread through
+FIXED_LINE = ...   # that line, fixed (a string)
+'''
+
+
+def numbered(path) -> str:
+    return "\n".join(f"{i:3d}  {line}" for i, line in enumerate(path.read_text().splitlines(),
+                                                                  1))
+
+
+def _access_line() -> int:
+    lines = SCALE_CU.read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if "y[i] = a * x[i]" in ln)
+
+
+def _bug_line() -> int:
+    lines = SCALE_CU.read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if "return;" in ln)
+
+
+def sanitize_scale(source: str | None = None) -> str:
+    """Run ``compute-sanitizer --tool memcheck`` on the scale kernel (the given one, or a fixed
+    source) in a child process and return its report (GPU and CUDA toolkit needed)."""
+    from kernels.gelu.bench import sanitizer_path
+
+    tool = sanitizer_path()
+    if tool is None:
+        raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
+    path = SCALE_CU
+    if source is not None:
+        path = env.var_dir("exercises") / "scale_fixed.cu"
+        path.write_text(source)
+    done = subprocess.run([tool, "--tool", "memcheck", "--show-backtrace", "no",
+                           sys.executable, "-m", __name__, "scale", str(path)],
+                          capture_output=True, text=True, timeout=600, cwd=env.ROOT,
+                          # every tensor its own cudaMalloc of its exact size, so that
+                          # memcheck sees x[n] as past the end of x
+                          env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+    keep = [ln for ln in (done.stdout + done.stderr).splitlines()
+            if ln.startswith("=========") and ln.strip("= ")]
+    return "\n".join(keep[:12] + (keep[-1:] if len(keep) > 12 else []))
+
+
+def _scale_child(path: str) -> dict:
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(path, "scale", verbose=False, options=["-lineinfo"])
+    n = 4095  # not a multiple of the block: thread i == n exists, and x[n] is past x
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    kernel(x, y, 2.0, n, grid=n // BLOCK + 1, block=BLOCK)
+    torch.cuda.synchronize()
+    try:
+        compare(y, 2.0 * x, what="scale", atol=0, rtol=0)
+    except Mismatch as wrong:
+        return {"mismatch": wrong.message}
+    return {"ok": True}
+
+
+@exercise("03.oob", title="Find the out-of-bounds access with compute-sanitizer", stub=OOB_STUB,
+          answers=("BUG_LINE", "FIXED_LINE"), before=["""%%requires cuda nvcc
+from course_utils.exercises import lesson03
+
+print(lesson03.sanitize_scale())   # compute-sanitizer on the kernel below"""], intro="""
+`scale` computes `y = a * x` and passes the tests you would first write, yet
+`compute-sanitizer` (memcheck), run on it in the cell below, reports an invalid access: the
+launch has more threads than elements. The report names the line of the bad *access*; the bug
+is on the line that should have stopped that thread. Give its number and the fixed line. The
+check compiles your fix with NVRTC; on a GPU it runs compute-sanitizer on it.""")
+def check_oob(bug_line, fixed_line, report) -> None:
+    access = _access_line()
+    expect(isinstance(bug_line, int), f"BUG_LINE = {bug_line!r}; expected a line number")
+    if bug_line == access:
+        raise Mismatch(f"line {access} is where the out-of-bounds access happens (what "
+                       "compute-sanitizer points at), but for i < n it is correct",
+                       "which earlier line decides whether thread i goes on? try i == n")
+    expect(bug_line == _bug_line(), f"line {bug_line} is not the one that lets thread i == n "
+           "through", f"the launch has {BLOCK} more threads than elements: follow thread "
+           "i = n through the kernel")
+    expect(isinstance(fixed_line, str), f"FIXED_LINE = {fixed_line!r}; expected a string")
+    lines = SCALE_CU.read_text().splitlines()
+    lines[bug_line - 1] = fixed_line
+    fixed = "\n".join(lines) + "\n"
+    _compile(fixed, "scale", "your fixed kernel")
+    report.line(f"line {bug_line} it is; the fixed kernel compiles")
+    if not env.HAS_CUDA:
+        report.line("on a GPU this check also runs compute-sanitizer on your fix")
+        return
+    sanitized = sanitize_scale(fixed)
+    summary = next((ln for ln in sanitized.splitlines() if "ERROR SUMMARY" in ln), sanitized)
+    expect("ERROR SUMMARY: 0 errors" in summary, f"compute-sanitizer on your fix: {summary}",
+           "thread i may touch x[i] and y[i] only when i < n")
+    _crash_mismatch(_run_child("scale", fixed), "thread i may write y[i] only when i < n")
+    report.line(f"compute-sanitizer on your fix: {summary.strip('= ')}")
+
+
+# --------------------------------------------------------------------------------------------
+INDEX_STUB = '''
+# int i = blockIdx.x * blockDim.x + threadIdx.x, in 32-bit int, with 1024 threads per block.
+FIRST_BAD_BLOCK = ...  # the first blockIdx.x whose thread 0 gets a wrong i
+I_BECOMES = ...        # the value i takes for thread 0 of that block
+'''
+
+
+@exercise("03.index", title="When does a 32-bit index overflow?", stub=INDEX_STUB,
+          answers=("FIRST_BAD_BLOCK", "I_BECOMES"), intro="""
+The kernels of this lesson compute the global index in 64 bits. Why? With a 32-bit `int` and
+1024 threads per block, which is the first block whose thread 0 computes a wrong index, and what
+does it compute instead (two's complement wraps around)?""")
+def check_index(first_bad_block, i_becomes, report) -> None:
+    with np.errstate(over="ignore"):
+        blocks = np.arange(0, 1 << 23, dtype=np.int32)
+        i = blocks * np.int32(1024)
+    bad = int(np.argmax(i < 0))
+    expect(isinstance(first_bad_block, int), f"FIRST_BAD_BLOCK = {first_bad_block!r}; "
+           "expected a block number")
+    expect(first_bad_block == bad,
+           f"FIRST_BAD_BLOCK = {first_bad_block:,}, but thread 0 of that block computes "
+           f"{first_bad_block * 1024:,} "
+           + ("which still fits in an int (max 2^31 - 1)" if first_bad_block < bad else
+              f"and an earlier block, {bad:,}, already overflows"),
+           "an int holds up to 2^31 - 1; at which block does blockIdx.x * 1024 reach 2^31?")
+    expect(i_becomes == int(i[bad]), f"I_BECOMES = {i_becomes!r}; in 32 bits {bad} x 1024 "
+           f"wraps to {int(i[bad]):,}", "2^31 wraps around to -2^31")
+    report.line(f"block {bad:,} (element {bad * 1024:,} = 2^31) is where int indexing breaks; "
+                "a tensor of 2^31 bfloat16 elements is 4 GiB, common on an 80 GB GPU")
+
+
+if __name__ == "__main__":
+    child = {"silu": _silu_child, "scale": _scale_child}[sys.argv[1]]
+    print(json.dumps(child(sys.argv[2])))

@@ -1,0 +1,103 @@
+"""Write a lesson's "Exercises" section from the registry (``python -m course_utils exercises``).
+
+    python -m course_utils exercises sync 01      # (re)write notebook 01's Exercises section
+    python -m course_utils exercises list         # every exercise, lesson by lesson
+
+The section is the last part of the notebook: a heading, then per exercise a markdown statement,
+the stub cell and the check cell. Each cell carries ``metadata.exercise = {"id", "role"}`` so a
+re-sync replaces exactly those cells (keeping their ids) and nothing else. The notebook stays
+stripped (no outputs), as committed notebooks must be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from course_utils import env
+from course_utils.exercises import Exercise, all_exercises
+
+NOTEBOOKS = env.ROOT / "notebooks"
+HEADING = """## Exercises
+
+Your turn. Each exercise is a stub cell (edit it: the signature is given) and a check cell that
+tests your answer on fresh random inputs, awkward shapes included, and says what is wrong if it
+is. An untouched stub says "not attempted". On a GPU a correct answer is also measured against
+this lesson's ceiling. Solutions are in `course_utils/exercises/solutions/`: try first."""
+
+
+def lesson_notebook(lesson: str, folder: Path = NOTEBOOKS) -> Path:
+    found = sorted(Path(folder).glob(f"{lesson}_*.ipynb"))
+    if len(found) != 1:
+        raise ValueError(f"lesson expected one notebook {lesson}_*.ipynb in {folder}, "
+                         f"found {[p.name for p in found]}")
+    return found[0]
+
+
+def _cell(kind: str, source: str, exercise_id: str, role: str, old_ids: dict) -> dict:
+    cell = {"cell_type": kind, "id": old_ids.get((exercise_id, role)) or uuid.uuid4().hex[:8],
+            "metadata": {"exercise": {"id": exercise_id, "role": role}},
+            "source": source.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def section_cells(exercises: list[Exercise], old_ids: dict | None = None) -> list[dict]:
+    old_ids = old_ids or {}
+    cells = [_cell("markdown", HEADING, "section", "heading", old_ids)]
+    for ex in exercises:
+        cells.append(_cell("markdown", f"### Exercise {ex.id}: {ex.title}\n\n{ex.intro.strip()}",
+                           ex.id, "statement", old_ids))
+        for i, source in enumerate(ex.before):
+            cells.append(_cell("code", source, ex.id, f"before-{i}", old_ids))
+        cells.append(_cell("code", ex.stub_cell(), ex.id, "stub", old_ids))
+        cells.append(_cell("code", ex.check_cell(), ex.id, "check", old_ids))
+    return cells
+
+
+def sync(lesson: str, folder: Path = NOTEBOOKS) -> Path:
+    """Replace the Exercises section of lesson ``lesson``'s notebook with the registry's."""
+    exercises = all_exercises(lesson)
+    if not exercises:
+        raise ValueError(f"lesson {lesson!r} has no registered exercises")
+    path = lesson_notebook(lesson, folder)
+    nb = json.loads(path.read_text())
+    old_ids = {(c["metadata"]["exercise"]["id"], c["metadata"]["exercise"]["role"]): c["id"]
+               for c in nb["cells"] if "exercise" in c.get("metadata", {})}
+    kept = [c for c in nb["cells"] if "exercise" not in c.get("metadata", {})]
+    nb["cells"] = kept + section_cells(exercises, old_ids)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def notebook_stubs(path: Path) -> dict[str, dict[str, str]]:
+    """``{exercise id: {role: source}}`` of the exercise cells in a notebook."""
+    nb = json.loads(Path(path).read_text())
+    found: dict[str, dict[str, str]] = {}
+    for cell in nb["cells"]:
+        if meta := cell.get("metadata", {}).get("exercise"):
+            found.setdefault(meta["id"], {})[meta["role"]] = "".join(cell["source"])
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils exercises")
+    parser.add_argument("command", choices=["sync", "list"])
+    parser.add_argument("lessons", nargs="*", help="lesson numbers, e.g. 01 02 (default: all)")
+    args = parser.parse_args(argv)
+    lessons = args.lessons or sorted({e.lesson for e in all_exercises()})
+    for lesson in lessons:
+        if args.command == "sync":
+            print(f"wrote the Exercises section of {sync(lesson).name}")
+        else:
+            for ex in all_exercises(lesson):
+                print(f"{ex.id:16s} {ex.title}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
