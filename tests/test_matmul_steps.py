@@ -34,7 +34,7 @@ def _operands(m, n, k, dtype, device="cpu"):
 @needs_disasm
 @pytest.mark.parametrize(("variant", "dtype", "arch"), COMPILES, ids=_ids(COMPILES))
 def test_each_step_compiles_to_the_instructions_it_teaches(variant, dtype, arch):
-    report = sass.inspect(steps.compile_step(variant, dtype, arch=arch, verbose=False))
+    report = sass.report(steps.compile_step(variant, dtype, arch=arch, verbose=False))
     res = report.resources
     assert res.spill_store_bytes == res.spill_load_bytes == 0, f"{variant} spills on {arch}"
     if variant == "3_mma_simple":
@@ -57,7 +57,7 @@ def test_each_step_compiles_to_the_instructions_it_teaches(variant, dtype, arch)
 def test_the_tile_config_reaches_the_machine_code():
     compiled = steps.compile_step("3_mma_simple", torch.float16, arch="sm_80", verbose=False,
                                   config={"WM": 64, "WN": 64})
-    assert sass.inspect(compiled).census["HMMA"] == 4 * 8 * 2  # (64/16) x (64/8) x two k16
+    assert sass.report(compiled).census["HMMA"] == 4 * 8 * 2  # (64/16) x (64/8) x two k16
 
 
 # -- layouts and bad input (no GPU) -----------------------------------------------------------
