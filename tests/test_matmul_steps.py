@@ -101,8 +101,10 @@ def test_bad_arguments_raise_value_errors_naming_them():
     with pytest.raises(ValueError, match="at most 1024 threads"):
         steps.compile_step("2_smem_tiled", config={"TM": 1, "TN": 1})
     a, b = _operands(8, 8, 16, torch.float16)
-    with pytest.raises(ValueError, match="column-major b"):
-        steps.matmul_step("1_naive", a, b.contiguous())
+    with pytest.raises(ValueError, match="a expected a CUDA tensor"):
+        steps.matmul_step("1_naive", a, b)
+    with pytest.raises(ValueError, match="b expected the dtype of a"):
+        steps.matmul_step("1_naive", a, b.float())
 
 
 # -- values on the GPU --------------------------------------------------------------------------
@@ -136,3 +138,7 @@ def test_registry_call_and_k_zero(variant):
     a, b = _operands(16, 24, 16, torch.float16, "cuda")
     with pytest.raises(kernels.KernelNotSupported, match="column-major b"):
         kernel(a, b.contiguous())  # row-major b: refused, never a wrong answer
+    with pytest.raises(ValueError, match="column-major b"):
+        steps.matmul_step(variant, a, b.contiguous())
+    with pytest.raises(ValueError, match="out expected"):
+        steps.matmul_step(variant, a, b, out=torch.empty(24, 16, dtype=a.dtype, device="cuda"))
