@@ -8,7 +8,7 @@ to see this, only the CUBIN and a disassembler::
 
     k = nvrtc.compile("kernels/matmul/steps/mma_simple.cu", "mma_simple",
                       defines={...}, arch="sm_90")
-    report = sass.inspect(k)
+    report = sass.report(k)
     report.census["HMMA"]        # instructions by opcode (modifiers dropped)
     report.groups()              # {"tensor core": {...}, "conversion": {...}, ...}
     report.resources             # registers, static shared memory, stack frame, local traffic
@@ -247,7 +247,7 @@ class Resources:
 
 def resources(compiled) -> list[Resources]:
     """Registers, static shared memory and stack frame of every kernel in a CUBIN (the spill
-    fields stay 0: :func:`inspect` fills them from the SASS). Needs no tool: it reads the ELF."""
+    fields stay 0: :func:`report` fills them from the SASS). Needs no tool: it reads the ELF."""
     binary = _cubin(compiled)
     sections, symbols = _elf_sections(binary)
     per_kernel: dict[str, dict[str, int]] = {}
@@ -316,7 +316,7 @@ def functions(sass: str) -> dict[str, str]:
             for h, nxt in zip(heads, [*heads[1:], None], strict=True)}
 
 
-def inspect(compiled) -> Report:
+def report(compiled) -> Report:
     """Disassemble a :class:`course_utils.nvrtc.Compiled` CUBIN and count what it holds.
 
     A CUBIN compiled for one kernel name holds that kernel; with several, the report is about

@@ -34,7 +34,7 @@ def _operands(m, n, k, dtype, device="cpu"):
 @needs_disasm
 @pytest.mark.parametrize(("variant", "dtype", "arch"), COMPILES, ids=_ids(COMPILES))
 def test_each_step_compiles_to_the_instructions_it_teaches(variant, dtype, arch):
-    report = sass.inspect(steps.compile_step(variant, dtype, arch=arch, verbose=False))
+    report = sass.report(steps.compile_step(variant, dtype, arch=arch, verbose=False))
     res = report.resources
     assert res.spill_store_bytes == res.spill_load_bytes == 0, f"{variant} spills on {arch}"
     if variant == "3_mma_simple":
@@ -57,7 +57,7 @@ def test_each_step_compiles_to_the_instructions_it_teaches(variant, dtype, arch)
 def test_the_tile_config_reaches_the_machine_code():
     compiled = steps.compile_step("3_mma_simple", torch.float16, arch="sm_80", verbose=False,
                                   config={"WM": 64, "WN": 64})
-    assert sass.inspect(compiled).census["HMMA"] == 4 * 8 * 2  # (64/16) x (64/8) x two k16
+    assert sass.report(compiled).census["HMMA"] == 4 * 8 * 2  # (64/16) x (64/8) x two k16
 
 
 # -- layouts and bad input (no GPU) -----------------------------------------------------------
@@ -101,8 +101,10 @@ def test_bad_arguments_raise_value_errors_naming_them():
     with pytest.raises(ValueError, match="at most 1024 threads"):
         steps.compile_step("2_smem_tiled", config={"TM": 1, "TN": 1})
     a, b = _operands(8, 8, 16, torch.float16)
-    with pytest.raises(ValueError, match="column-major b"):
-        steps.matmul_step("1_naive", a, b.contiguous())
+    with pytest.raises(ValueError, match="a expected a CUDA tensor"):
+        steps.matmul_step("1_naive", a, b)
+    with pytest.raises(ValueError, match="b expected the dtype of a"):
+        steps.matmul_step("1_naive", a, b.float())
 
 
 # -- values on the GPU --------------------------------------------------------------------------
@@ -136,3 +138,7 @@ def test_registry_call_and_k_zero(variant):
     a, b = _operands(16, 24, 16, torch.float16, "cuda")
     with pytest.raises(kernels.KernelNotSupported, match="column-major b"):
         kernel(a, b.contiguous())  # row-major b: refused, never a wrong answer
+    with pytest.raises(ValueError, match="column-major b"):
+        steps.matmul_step(variant, a, b.contiguous())
+    with pytest.raises(ValueError, match="out expected"):
+        steps.matmul_step(variant, a, b, out=torch.empty(24, 16, dtype=a.dtype, device="cuda"))

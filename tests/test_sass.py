@@ -31,6 +31,19 @@ extern "C" __global__ void one_mma(const unsigned* a, float* c) {
 }
 """
 
+# One fp8 mma: native (QMMA) on sm_89 and sm_120; on sm_90 ptxas emulates it.
+FP8_KERNEL = r"""
+extern "C" __global__ void fp8_mma(const unsigned* a, float* c) {
+    const unsigned* p = a + threadIdx.x * 6;  // operands from memory: nothing to hoist
+    float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "r"(p[4]), "r"(p[5]));
+    c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+"""
+
 # A per-thread array indexed at run time cannot live in registers: it goes to local memory.
 LOCAL_KERNEL = r"""
 extern "C" __global__ void local_array(const int* idx, float* out) {
@@ -115,7 +128,7 @@ def test_without_any_tool_the_reason_says_what_to_install(monkeypatch):
 @needs_disasm
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_mma_sync_bf16_is_one_hmma(arch):
-    report = sass.inspect(_compile(MMA_KERNEL, "one_mma", arch))
+    report = sass.report(_compile(MMA_KERNEL, "one_mma", arch))
     assert report.census["HMMA"] == 1 and report.census["LDSM"] == 1
     assert report.groups()["tensor core"] == {"HMMA": 1}
     assert report.resources.shared_bytes >= 1024  # 256 unsigned
@@ -126,8 +139,23 @@ def test_mma_sync_bf16_is_one_hmma(arch):
 
 @needs_nvrtc
 @needs_disasm
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90", "sm_120"])
+def test_fp8_mma_is_native_except_on_hopper(arch):
+    if arch not in nvrtc.supported_archs():
+        pytest.skip(f"NVRTC {nvrtc.version_string()} does not know {arch}")
+    report = sass.report(_compile(FP8_KERNEL, "fp8_mma", arch))
+    if arch == "sm_90":  # no fp8 mma.sync in Hopper's SM: unpack to f16 (F2FP), two HMMAs
+        assert report.census["QMMA"] == 0
+        assert report.census["HMMA"] == 2 and report.census["F2FP"] > 0
+    else:
+        assert sass.variants(report.sass, "QMMA") == {"QMMA.16832.F32.E4M3.E4M3": 1}
+        assert report.census["HMMA"] == report.census["F2FP"] == 0
+
+
+@needs_nvrtc
+@needs_disasm
 def test_local_array_shows_up_as_stack_and_local_traffic():
-    report = sass.inspect(_compile(LOCAL_KERNEL, "local_array", "sm_90"))
+    report = sass.report(_compile(LOCAL_KERNEL, "local_array", "sm_90"))
     assert report.resources.stack_bytes >= 64 * 4
     assert report.census["STL"] > 0 and report.resources.spill_store_bytes > 0
 
@@ -157,5 +185,5 @@ def test_both_disassemblers_give_the_same_census(monkeypatch):
     counts = {}
     for tool in sass.TOOLS:
         monkeypatch.setattr(sass, "TOOLS", (tool,))
-        counts[tool] = sass.inspect(compiled).census
+        counts[tool] = sass.report(compiled).census
     assert counts["nvdisasm"] == counts["cuobjdump"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
-from kernels.registry import register
+from kernels.registry import OPS, register
 
 HERE = Path(__file__).resolve().parent
 
@@ -123,15 +123,20 @@ def matmul_step(variant: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tenso
                 config: dict | None = None) -> torch.Tensor:
     """C = A @ B with one step's kernel; ``out`` (``[M, N]``, contiguous) may be given."""
     step = _step(variant)
+    OPS["matmul"].validate(a, b)  # shapes, dtypes, devices: ValueError naming the operand
+    if not a.is_cuda:
+        raise ValueError(f"matmul/steps[{variant}]: a expected a CUDA tensor, got one on "
+                         f"{a.device}")
     if reason := layout_reason(variant, a, b):
         raise ValueError(f"matmul/steps[{variant}]: {reason}")
     m, k = a.shape
     n = b.shape[1]
     if out is None:
         out = torch.empty(m, n, dtype=a.dtype, device=a.device)
-    elif out.shape != (m, n) or out.dtype != a.dtype or not out.is_contiguous():
-        raise ValueError(f"out expected a contiguous [{m}, {n}] {a.dtype} tensor, got "
-                         f"{tuple(out.shape)} {out.dtype}"
+    elif (out.shape != (m, n) or out.dtype != a.dtype or out.device != a.device
+          or not out.is_contiguous()):
+        raise ValueError(f"out expected a contiguous [{m}, {n}] {a.dtype} tensor on "
+                         f"{a.device}, got {tuple(out.shape)} {out.dtype} on {out.device}"
                          f"{'' if out.is_contiguous() else ' (not contiguous)'}")
     if m == 0 or n == 0:
         return out
