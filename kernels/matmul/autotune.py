@@ -28,6 +28,9 @@ CANDIDATES = (
     mma.Config(128, 128, 64, 64, 128, 4),
     mma.Config(128, 128, 64, 32, 64, 5),
     mma.Config(64, 128, 32, 64, 64, 4),
+    # 64 x 128 warp tiles: 64 accumulator registers a thread in fp16, 128 in fp32 (which spills)
+    mma.Config(128, 256, 64, 128, 64, 4),
+    mma.Config(256, 128, 128, 64, 64, 4),
 )
 
 
@@ -55,7 +58,11 @@ def best_config(v: str | mma.Variant) -> mma.Config:
     return mma.Config(**found["config"]) if found else mma.DEFAULT_CONFIG
 
 
-def fits(config: mma.Config) -> bool:
+def fits(config: mma.Config, v: mma.Variant) -> bool:
+    """Whether the candidate can run well: its shared memory fits this GPU, and warp tiles
+    larger than 64 x 64 only where the accumulators are fp16 (fp32 ones would not fit)."""
+    if config.wm * config.wn > 64 * 64 and v.acc != "f16":
+        return False
     if not env.HAS_CUDA:
         return True
     limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
@@ -81,7 +88,7 @@ def tune(v: str | mma.Variant, m: int = 4096, n: int = 4096, k: int = 4096,
     out = torch.empty(m, n, dtype=v.out, device="cuda")
     flop = timing.matmul_flop(m, n, k)
     trials = []
-    items = [c for c in configs if fits(c)]
+    items = [c for c in configs if fits(c, v)]
     for config in (timing.progress(items, f"tuning {v.name}") if progress else items):
         compiled = mma.compile_mma(v, config, verbose=False)
         t = timing.benchmark(mma.launch, v, a, bt, out, config, name=config.short(),
