@@ -275,7 +275,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0:
         return out.zero_()
-    launch(v, *prepare(v, a, b), out, config or best_config(v))
+    launch(v, *prepare(v, a, b), out, config or best_config(v, (a.shape[0], b.shape[1],
+                                                                 a.shape[1])))
     return out
 
 
