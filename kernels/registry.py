@@ -17,14 +17,9 @@ Two tiers of validation, as in CUTLASS:
 
 Each op names its eager kernel as the reference; ``tests/test_kernel_matrix.py`` runs every
 registered kernel against it, so a new kernel joins the tests (and the notebooks' benchmark
-tables) by being registered. ``kernels/README.md`` is the guide to adding a provider or an op;
-notebook 06 walks through it with an FP64 GEMM.
-
-Registering from a notebook or your own module needs no edit to the course: build a
-:class:`Kernel` (or call :func:`register` with its fields), and :func:`unregister` it when done;
-the registry is then exactly as before. Bad registrations fail at once with ``ValueError``: an
-unknown op, a key that is taken, metadata that lacks a key the op's filters use
-(``define_op(meta_keys=...)``), malformed fields.
+tables) by being registered, from a course module, a notebook or your own module alike;
+:func:`unregister` leaves the registry as before. Bad registrations raise ``ValueError`` at
+once. ``kernels/README.md`` is the guide; notebook 06 walks through it with an FP64 GEMM.
 """
 
 from __future__ import annotations
