@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -192,7 +191,6 @@ class Kernel:
 
 OPS: dict[str, Op] = {}
 _KERNELS: dict[tuple[str, str, str | None], Kernel] = {}
-_NAME = re.compile(r"^[A-Za-z0-9_.\- ]+$")
 _DEVICES = ("cpu", "cuda")
 
 
@@ -219,9 +217,8 @@ def _check_fields(kernel: Kernel) -> None:
     for what, value in (("provider", kernel.provider), ("variant", kernel.variant)):
         if value is None and what == "variant":
             continue
-        if not isinstance(value, str) or not _NAME.match(value):
-            raise ValueError(f"{who}: {what} expected a name of letters, digits, '_', '-', '.' "
-                             f"or spaces, got {value!r}")
+        if not isinstance(value, str) or not value.strip() or not value.isprintable():
+            raise ValueError(f"{who}: {what} expected a non-empty one-line name, got {value!r}")
     if kernel.fn is None and kernel.build is None:
         raise ValueError(f"{who}: expected fn= (the kernel) or build= (returns it), got neither")
     for what, value in (("fn", kernel.fn), ("build", kernel.build), ("check", kernel.check)):
