@@ -12,8 +12,8 @@ CuTe DSL compiles from source files (kernels defined in ``exec``'d strings, such
 cell, are refused), which is one more reason the kernel lives in this file.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the DSL reads the argument annotations
+# (cute.Tensor, cuda.CUstream) as objects, not as strings.
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
