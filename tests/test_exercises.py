@@ -89,3 +89,17 @@ def test_an_exception_in_student_code_is_reported_with_its_line():
     text = str(result)
     assert result.status == "not yet"
     assert "NameError" in text and "line 3 of your cell: return flop / seconds" in text, text
+
+
+@pytest.mark.parametrize("lesson", sorted({e.lesson for e in EXERCISES}))
+def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
+    # the notebook's own cells, run by IPython as Jupyter would (its compiler, its linecache)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cells = notebook.notebook_stubs(notebook.lesson_notebook(lesson))
+    for ex in exercises.all_exercises(lesson):
+        capsys.readouterr()
+        assert shell.run_cell(cells[ex.id]["stub"]).success
+        assert shell.run_cell(cells[ex.id]["check"]).success
+        assert f"Exercise {ex.id} ({ex.title}): not attempted" in capsys.readouterr().out
