@@ -32,12 +32,12 @@ def _extensions() -> list[tuple[str, Callable[[], object]]]:
             ("add op, load_inline", add_load_inline.build)]
 
 
-def _nvrtc() -> str:
+def _nvrtc(sources: list | None = None) -> str:
     from course_utils import nvrtc
 
     arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
     built = 0
-    for path in nvrtc.kernel_sources():
+    for path in sources or nvrtc.kernel_sources():
         for name, defines in nvrtc.examples(path):
             for output in ("cubin", "ptx"):
                 nvrtc.compile(path, name, defines=defines, arch=arch, output=output,
