@@ -74,6 +74,7 @@ def test_skipped_cell_shows_its_recording(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(env, "STRICT", False)
     shell = InteractiveShell.instance()
     shell.run_cell("%load_ext course_utils")
+    capsys.readouterr()  # ("already loaded" when another test loaded it in this process)
     assert shell.run_cell("%%requires never\nran = 1").success
     out = capsys.readouterr().out
     assert out.startswith("skipped this cell: needs never: the test says no\n── recorded on")
