@@ -103,3 +103,17 @@ def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
         assert shell.run_cell(cells[ex.id]["stub"]).success
         assert shell.run_cell(cells[ex.id]["check"]).success
         assert f"Exercise {ex.id} ({ex.title}): not attempted" in capsys.readouterr().out
+
+
+def test_what_the_gpu_children_compile_compiles_here(tmp_path):
+    # the children of lesson 03 run only on a GPU; what they hand to NVRTC is checked here
+    from course_utils import env, nvrtc
+    from course_utils.exercises import lesson03
+
+    if env.unmet("nvrtc"):
+        pytest.skip("needs NVRTC")
+    nvrtc.compile(lesson03.SCALE_CU, "scale", arch="sm_90", **lesson03.SCALE_OPTIONS)
+    silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
+    path = tmp_path / "silu_student.cu"
+    path.write_text(silu)
+    nvrtc.compile(path.read_text(), "silu_kernel", arch="sm_90", verbose=False)

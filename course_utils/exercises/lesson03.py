@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,6 +23,8 @@ from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercis
 CUDA_DIR = env.ROOT / "course_utils" / "exercises" / "cuda"
 SCALE_CU = CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256
+# line numbers in compute-sanitizer's report (a file's own, thanks to nvrtc's #line directive)
+SCALE_OPTIONS = {"options": ["-lineinfo"], "verbose": False}
 
 
 def _compile(source: str, name: str, label: str, **kwargs):
@@ -125,7 +128,8 @@ def check_silu(source, report) -> None:
 def _silu_child(path: str) -> dict:
     from course_utils import nvrtc
 
-    kernel = nvrtc.kernel(path, "silu_kernel", verbose=False)
+    # the student's source as a string: a .cu *file* must have the header marker, a string not
+    kernel = nvrtc.kernel(Path(path).read_text(), "silu_kernel", verbose=False)
     base = torch.randn(4099 + 2, device="cuda")
     cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
              for n in (0, 1, 3, 4, 7, 4099)]
@@ -193,7 +197,7 @@ def sanitize_scale(source: str | None = None) -> str:
 def _scale_child(path: str) -> dict:
     from course_utils import nvrtc
 
-    kernel = nvrtc.kernel(path, "scale", verbose=False, options=["-lineinfo"])
+    kernel = nvrtc.kernel(path, "scale", **SCALE_OPTIONS)
     n = 4095  # not a multiple of the block: thread i == n exists, and x[n] is past x
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)
