@@ -58,16 +58,18 @@ def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
     done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
                           capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
                           env=_child_env())
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if lines:
-        return json.loads(lines[-1])
+    said = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if said and "case" not in said[-1]:
+        return said[-1]  # the verdict
+    # it died: name the case it was running (its last progress line) and the error
     tail = [ln for ln in (done.stderr or "").splitlines() if ln.strip()][-1:]
-    return {"crash": tail[0] if tail else f"exit status {done.returncode}"}
+    return {"crash": tail[0] if tail else f"exit status {done.returncode}",
+            "case": said[-1]["case"] if said else "loading the kernel"}
 
 
 def _crash_mismatch(result: dict, case_hint: str) -> None:
     if "crash" in result:
-        raise Mismatch(f"your kernel crashed the GPU ({result.get('case', 'a case')}): "
+        raise Mismatch(f"your kernel crashed the GPU on the case {result['case']!r}: "
                        f"{result['crash']}", case_hint)
     if "mismatch" in result:
         raise Mismatch(result["mismatch"], result.get("hint", case_hint))
@@ -136,6 +138,7 @@ def _silu_child(path: str) -> dict:
     cases.append(("misaligned input x[1:]", base[1:1001], torch.empty(1000, device="cuda")))
     cases.append(("misaligned output", base[:1000], torch.empty(1001, device="cuda")[1:]))
     for label, x, y in cases:
+        print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
         kernel(x, y, x.numel(), grid=max(1, -(-x.numel() // (4 * BLOCK))), block=BLOCK)
         torch.cuda.synchronize()
         try:
