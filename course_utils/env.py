@@ -46,6 +46,8 @@ _prepare_process()
 
 import torch  # noqa: E402  (after CUDA_HOME / TRITON_INTERPRET are settled)
 
+from course_utils import cuda_libs  # noqa: E402  (imports torch: after the set-up, too)
+
 HAS_CUDA: bool = torch.cuda.is_available()
 DEFAULT_DEVICE: str = "cuda" if HAS_CUDA else "cpu"
 STRICT: bool = os.environ.get("COURSE_STRICT", "") not in ("", "0")
@@ -281,23 +283,24 @@ def _need_cxx() -> str | None:
 
 
 def _need_nvrtc() -> str | None:
-    try:
-        from course_utils import nvrtc
-    except ImportError as err:  # the NVRTC lesson's module is not there
-        return f"course_utils.nvrtc unavailable ({err})"
-    return nvrtc.unavailable_reason()
+    return cuda_libs.nvrtc_unavailable_reason()
 
 
 def _need_libcudacxx() -> str | None:
     """libcu++ (``<cuda/std/...>``) for NVRTC: NVRTC has no host C++ standard library."""
     if reason := _need_nvrtc():
         return reason
-    from course_utils import nvrtc
-
-    if any((folder / "cuda" / "std").is_dir() for folder in nvrtc.include_dirs()):
+    if any((folder / "cuda" / "std").is_dir() for folder in cuda_libs.include_dirs()):
         return None
     return ("libcu++ headers (cuda/std/...) not found: install a CUDA toolkit (they are in "
             "include/cccl) or `pip install nvidia-cuda-cccl`")
+
+
+def _need_disasm() -> str | None:
+    """A SASS disassembler (nvdisasm or cuobjdump): a toolkit, the NVIDIA wheels or Triton's."""
+    from course_utils import sass
+
+    return sass.unavailable_reason()
 
 
 def _need_triton() -> str | None:
@@ -311,6 +314,18 @@ def _need_triton_gpu() -> str | None:
         return reason
     if TRITON_INTERPRET:
         return "Triton is in interpreter mode (TRITON_INTERPRET=1)"
+    return None
+
+
+def _need_cute_dsl() -> str | None:
+    """NVIDIA's CuTe DSL: an optional extra (about 100 MB of wheels), never a default."""
+    import importlib.metadata  # the distribution's metadata: finding it imports nothing
+
+    try:
+        importlib.metadata.version("nvidia-cutlass-dsl")
+    except importlib.metadata.PackageNotFoundError:
+        return ("NVIDIA's CuTe DSL is not installed (optional): "
+                "pip install nvidia-cutlass-dsl, about 100 MB, for a CUDA 12.9+ driver")
     return None
 
 
@@ -340,15 +355,23 @@ REQUIREMENTS: dict[str, object] = {
     "cxx": _need_cxx,
     "nvrtc": _need_nvrtc,
     "libcu++": _need_libcudacxx,
+    "disasm": _need_disasm,
     "triton": _need_triton,
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,
+    "cute-dsl": _need_cute_dsl,
 }
 _ARCH = re.compile(r"^sm_?(\d)(\d+)$")
 
 
 def known_requirements() -> str:
     return ", ".join([*REQUIREMENTS, "sm_XY (e.g. sm_80, sm_89, sm_90)"])
+
+
+def is_requirement(name: str) -> bool:
+    """Whether ``name`` is a requirement the course knows (checks nothing about the machine)."""
+    key = str(name).strip().lower()
+    return key in REQUIREMENTS or bool(_ARCH.match(key))
 
 
 def unmet(*requirements: str) -> list[str]:

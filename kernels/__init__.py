@@ -23,8 +23,11 @@ from kernels.registry import (
     get_kernels,
     reference,
     register,
+    register_kernel,
     unregister,
+    verify,
 )
 
 __all__ = ["OPS", "Kernel", "KernelNotSupported", "all_kernels", "define_op", "explain",
-           "get_kernel", "get_kernels", "reference", "register", "unregister"]
+           "get_kernel", "get_kernels", "reference", "register", "register_kernel", "unregister",
+           "verify"]

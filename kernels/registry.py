@@ -17,11 +17,21 @@ Two tiers of validation, as in CUTLASS:
 
 Each op names its eager kernel as the reference; ``tests/test_kernel_matrix.py`` runs every
 registered kernel against it, so a new kernel joins the tests (and the notebooks' benchmark
-tables) by being registered.
+tables) by being registered. ``kernels/README.md`` is the guide to adding a provider or an op;
+notebook 06 walks through it with an FP64 GEMM.
+
+Registering from a notebook or your own module needs no edit to the course: build a
+:class:`Kernel` (or call :func:`register` with its fields), and :func:`unregister` it when done;
+the registry is then exactly as before. Bad registrations fail at once with ``ValueError``: an
+unknown op, a key that is taken, metadata that lacks a key the op's filters use
+(``define_op(meta_keys=...)``), malformed fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +65,9 @@ class Op:
     # (atol, rtol) per dtype for comparing against the reference
     tolerance: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     description: str = ""
+    # metadata keys every kernel of this op must carry (key -> what it means), because the op's
+    # filters and tables read them; register() refuses a kernel whose meta lacks one
+    meta_keys: dict[str, str] = field(default_factory=dict)
 
     def tol(self, dtype: torch.dtype) -> tuple[float, float]:
         default = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2),
@@ -70,7 +83,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-@dataclass
+@dataclass(eq=False)  # a kernel is an entity: equal only to itself, usable as a dict key
 class Kernel:
     """One registered kernel: metadata, capability checks, and a lazily built callable."""
 
@@ -87,6 +100,7 @@ class Kernel:
     check: Callable[..., str | None] | None = None  # extra reason, kernel-specific
     meta: dict[str, Any] = field(default_factory=dict)  # accumulator, tile config, ...
     description: str = ""
+    origin: str | None = None  # the module that registered it (set by register())
     _built: Callable | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -183,6 +197,8 @@ class Kernel:
 
 OPS: dict[str, Op] = {}
 _KERNELS: dict[tuple[str, str, str | None], Kernel] = {}
+_NAME = re.compile(r"^[A-Za-z0-9_.\- ]+$")
+_DEVICES = ("cpu", "cuda")
 
 
 def define_op(name: str, **fields: Any) -> Op:
@@ -193,57 +209,148 @@ def define_op(name: str, **fields: Any) -> Op:
     return OPS[name]
 
 
+def _known_op(op: Any) -> Op:
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))} "
+                         "(define a new one with define_op)")
+    return OPS[op]
+
+
+def _check_fields(kernel: Kernel) -> None:
+    """ValueError naming the field, "expected X, got Y", for a malformed registration."""
+    who = f"register({kernel.op!r}, {kernel.provider!r}" + (
+        f", {kernel.variant!r})" if kernel.variant is not None else ")")
+    spec = _known_op(kernel.op)
+    for what, value in (("provider", kernel.provider), ("variant", kernel.variant)):
+        if value is None and what == "variant":
+            continue
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise ValueError(f"{who}: {what} expected a name of letters, digits, '_', '-', '.' "
+                             f"or spaces, got {value!r}")
+    if kernel.fn is None and kernel.build is None:
+        raise ValueError(f"{who}: expected fn= (the kernel) or build= (returns it), got neither")
+    for what, value in (("fn", kernel.fn), ("build", kernel.build), ("check", kernel.check)):
+        if value is not None and not callable(value):
+            raise ValueError(f"{who}: {what} expected a callable, got {type(value).__name__}")
+    if not kernel.dtypes or not all(isinstance(d, torch.dtype) for d in kernel.dtypes):
+        raise ValueError(f"{who}: dtypes expected a non-empty tuple of torch.dtype, "
+                         f"got {kernel.dtypes!r}")
+    if not kernel.devices or not set(kernel.devices) <= set(_DEVICES):
+        raise ValueError(f"{who}: devices expected a tuple of 'cpu'/'cuda', "
+                         f"got {kernel.devices!r}")
+    cap = kernel.min_capability
+    if cap is not None and not (isinstance(cap, tuple) and len(cap) == 2
+                                and all(isinstance(c, int) for c in cap)):
+        raise ValueError(f"{who}: min_capability expected (major, minor), e.g. (8, 0), "
+                         f"got {cap!r}")
+    for need in kernel.needs:
+        if not env.is_requirement(need):
+            raise ValueError(f"{who}: needs expected requirement names "
+                             f"({env.known_requirements()}), got {need!r}")
+    if missing := [key for key in spec.meta_keys if key not in kernel.meta]:
+        wanted = "; ".join(f"{k}: {spec.meta_keys[k]}" for k in missing)
+        raise ValueError(f"{who}: meta expected the keys that {kernel.op}'s filters use "
+                         f"({wanted}), got meta without {', '.join(map(repr, missing))}")
+
+
+def register_kernel(kernel: Kernel) -> Kernel:
+    """Register an already built :class:`Kernel` object (a generator's output, say)."""
+    if not isinstance(kernel, Kernel):
+        raise ValueError(f"register_kernel(kernel) expected a kernels.Kernel, "
+                         f"got {type(kernel).__name__}")
+    _check_fields(kernel)
+    kernel.origin = kernel.origin or _caller()
+    if kernel.key in _KERNELS:
+        old = _KERNELS[kernel.key]
+        origin = f" (by {old.origin})" if old.origin else ""
+        raise ValueError(f"kernel {kernel.name} is already registered{origin}; unregister it "
+                         f"first (kernels.unregister({kernel.op!r}, {kernel.provider!r}"
+                         + (f", {kernel.variant!r}" if kernel.variant is not None else "")
+                         + ")) or choose another provider or variant name")
+    if kernel.description == "" and kernel.fn is not None and kernel.fn.__doc__:
+        kernel.description = kernel.fn.__doc__.strip().splitlines()[0]
+    _KERNELS[kernel.key] = kernel
+    return kernel
+
+
 def register(op: str, provider: str, variant: str | None = None, **fields: Any):
     """Register a kernel. Use as ``register(op, provider, fn=...)``, ``register(..., build=...)``,
     or as a decorator on the kernel function. Returns the :class:`Kernel` (or the decorator)."""
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+    _known_op(op)
+    origin = fields.pop("origin", None) or _caller()
 
-    def add(fn: Callable | None) -> Kernel:
-        kernel = Kernel(op=op, provider=provider, variant=variant, fn=fn, **fields)
-        if kernel.fn is None and kernel.build is None:
-            raise ValueError(f"register({op!r}, {provider!r}): give fn= or build=")
-        if kernel.key in _KERNELS:
-            raise ValueError(f"kernel {kernel.name} is already registered")
-        if kernel.description == "" and fn is not None and fn.__doc__:
-            kernel.description = fn.__doc__.strip().splitlines()[0]
-        _KERNELS[kernel.key] = kernel
-        return kernel
+    def make(fn: Callable | None) -> Kernel:
+        try:
+            kernel = Kernel(op=op, provider=provider, variant=variant, fn=fn, origin=origin,
+                            **fields)
+        except TypeError as err:  # an unknown keyword: name the fields that exist
+            known = ", ".join(f.name for f in dataclasses.fields(Kernel)
+                              if f.init and f.name not in ("op", "provider", "variant"))
+            raise ValueError(f"register({op!r}, {provider!r}): {err}; fields: {known}") from None
+        return register_kernel(kernel)
 
     if "fn" in fields or "build" in fields:
-        fn = fields.pop("fn", None)
-        return add(fn)
+        return make(fields.pop("fn", None))
 
     def decorator(fn: Callable) -> Callable:
-        add(fn)
+        make(fn)
         return fn
 
     return decorator
 
 
-def unregister(op: str, provider: str, variant: str | None = None) -> None:
-    """Remove a kernel (tests and notebooks that register their own clean up this way)."""
-    _KERNELS.pop((op, provider, variant), None)
+def _caller() -> str | None:
+    """The module that called register(), for the duplicate-key message."""
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame.f_globals.get("__name__") if frame is not None else None
+
+
+def unregister(op: str | Kernel, provider: str | None = None, variant: str | None = None, *,
+               missing_ok: bool = False) -> Kernel | None:
+    """Remove a kernel, given as ``(op, provider[, variant])`` or as the :class:`Kernel`; return
+    it. Registering then unregistering leaves the registry exactly as before (tests and
+    notebooks that register their own clean up this way). An unknown key raises ``KeyError``
+    naming what is registered, unless ``missing_ok=True``."""
+    key = op.key if isinstance(op, Kernel) else (op, provider, variant)
+    if key not in _KERNELS:
+        if missing_ok:
+            return None
+        get_kernel(*key)  # raises KeyError listing the registered kernels of the op
+    return _KERNELS.pop(key)
 
 
 def get_kernel(op: str, provider: str, variant: str | None = None) -> Kernel:
     try:
         return _KERNELS[(op, provider, variant)]
     except KeyError:
-        known = ", ".join(k.name for k in all_kernels(op)) or "none"
+        known = ", ".join(k.name for k in all_kernels(op)) if op in OPS else "none"
         raise KeyError(f"no kernel {op}/{provider}"
                        + (f"[{variant}]" if variant else "") + f"; registered: {known}") from None
 
 
 def reference(op: str) -> Kernel:
     """The eager kernel every other kernel of ``op`` is checked against."""
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+    _known_op(op)
     return get_kernel(op, OPS[op].reference)
 
 
 def all_kernels(op: str | None = None) -> list[Kernel]:
+    """Every registered kernel (of ``op``), in registration order."""
+    if op is not None:
+        _known_op(op)
     return [k for k in _KERNELS.values() if op is None or k.op == op]
+
+
+def _matches(where: Callable[[Kernel], bool], kernel: Kernel) -> bool:
+    try:
+        return bool(where(kernel))
+    except KeyError as err:
+        raise ValueError(
+            f"where= filter: {kernel.name} has no meta key {err.args[0]!r} (its meta: "
+            f"{', '.join(sorted(kernel.meta)) or 'none'}); filter with k.meta.get(...) to skip "
+            "kernels without it") from err
 
 
 def get_kernels(op: str, *args: Any, where: Callable[[Kernel], bool] | None = None,
@@ -251,13 +358,14 @@ def get_kernels(op: str, *args: Any, where: Callable[[Kernel], bool] | None = No
     """Kernels of ``op`` that run ``args`` here and satisfy the metadata predicate ``where``.
 
     With no ``args``, every kernel of the op that satisfies ``where`` (and, with
-    ``available=True``, can run on this machine at all).
+    ``available=True``, can run on this machine at all). ``where`` gets each :class:`Kernel`
+    (``k.provider``, ``k.dtypes``, ``k.meta[...]``...); a ``KeyError`` from it becomes a
+    ``ValueError`` naming the kernel that lacks the key.
     """
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; defined ops: {', '.join(sorted(OPS))}")
+    _known_op(op)
     found = []
     for kernel in all_kernels(op):
-        if where is not None and not where(kernel):
+        if where is not None and not _matches(where, kernel):
             continue
         if args and kernel.supports(*args) is not None:
             continue
@@ -267,9 +375,32 @@ def get_kernels(op: str, *args: Any, where: Callable[[Kernel], bool] | None = No
     return found
 
 
-def explain(op: str, *args: Any) -> list[tuple[Kernel, str | None]]:
-    """Every kernel of ``op`` with the reason it cannot run ``args`` (None: it can)."""
-    return [(k, k.supports(*args)) for k in all_kernels(op)]
+def explain(op: str, *args: Any, where: Callable[[Kernel], bool] | None = None
+            ) -> list[tuple[Kernel, str | None]]:
+    """Every kernel of ``op`` (that satisfies ``where``) with the reason it cannot run ``args``
+    here (None: it can)."""
+    _known_op(op)
+    return [(k, k.supports(*args)) for k in all_kernels(op)
+            if where is None or _matches(where, k)]
+
+
+def verify(kernel: Kernel, *args: Any, label: str = "") -> float:
+    """Run ``kernel`` on ``args`` and compare with its op's reference at the op's tolerance for
+    the dtype: the check of ``tests/test_kernel_matrix.py``, callable from a notebook. Raises
+    ``AssertionError`` naming the kernel on a mismatch; returns the largest absolute error."""
+    expected = reference(kernel.op)(*args)
+    got = kernel(*args)
+    if got.is_cuda:
+        torch.cuda.synchronize(got.device)
+    where = f"{kernel.name}" + (f" on {label}" if label else "")
+    assert got.shape == expected.shape, f"{where}: shape {got.shape} != {expected.shape}"
+    assert got.dtype == expected.dtype, f"{where}: dtype {got.dtype} != {expected.dtype}"
+    assert not got.isnan().any() or expected.isnan().any(), f"{where} produced NaN"
+    # a kernel may declare its own tolerance (tf32 rounds inputs to a 10-bit mantissa)
+    atol, rtol = kernel.meta.get("tolerance", {}).get(got.dtype) or OPS[kernel.op].tol(got.dtype)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
+                               msg=lambda m: f"{where}: {m}")
+    return float((got.double() - expected.double()).abs().max()) if got.numel() else 0.0
 
 
 def iter_cases(op: str, device: str | None = None) -> Iterator[tuple[Case, torch.dtype, Problem]]:

@@ -9,7 +9,7 @@ import torch
 
 import kernels
 from course_utils import env
-from kernels.registry import OPS, all_kernels
+from kernels.registry import OPS, all_kernels, verify
 
 DEVICE = env.DEFAULT_DEVICE
 
@@ -29,16 +29,7 @@ def test_kernel_matches_reference(kernel, case, dtype):
     args = case.make(dtype, DEVICE)
     if reason := kernel.supports(*args):
         pytest.skip(f"{kernel.name}: {reason}")
-    expected = kernels.reference(kernel.op)(*args)
-    got = kernel(*args)
-    if args[0].is_cuda:
-        torch.cuda.synchronize()
-    assert got.shape == expected.shape, f"{kernel.name}: shape {got.shape} != {expected.shape}"
-    assert got.dtype == expected.dtype, f"{kernel.name}: dtype {got.dtype} != {expected.dtype}"
-    assert not got.isnan().any() or expected.isnan().any(), f"{kernel.name} produced NaN"
-    atol, rtol = OPS[kernel.op].tol(dtype)
-    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
-                               msg=lambda m: f"{kernel.name} on {case.label}: {m}")
+    verify(kernel, *args, label=case.label)
 
 
 def test_every_op_has_its_reference_registered():

@@ -102,7 +102,87 @@ def test_lazy_build_happens_once_on_first_call():
 def test_unknown_names_say_what_exists():
     with pytest.raises(KeyError, match="registered: gelu/eager"):
         get_kernel("gelu", "nope")
-    with pytest.raises(ValueError, match="unknown op 'conv'"):
-        kernels.register("conv", "eager", fn=lambda x: x)
-    with pytest.raises(ValueError, match="already registered"):
+    for call in (lambda: kernels.register("conv", "eager", fn=lambda x: x),
+                 lambda: get_kernels("conv"), lambda: kernels.explain("conv"),
+                 lambda: kernels.all_kernels("conv")):
+        with pytest.raises(ValueError, match="unknown op 'conv'; defined ops: add, gelu"):
+            call()
+
+
+def test_a_taken_key_says_who_took_it_and_how_to_free_it():
+    with pytest.raises(ValueError, match=r"gelu/eager is already registered \(by kernels.gelu\); "
+                                         r"unregister it first \(kernels.unregister\('gelu', "
+                                         r"'eager'\)\)"):
         kernels.register("gelu", "eager", fn=lambda x: x)
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    ({}, "expected fn= .* or build="),
+    ({"fn": 3}, "fn expected a callable, got int"),
+    ({"fn": abs, "dtypes": ("float32",)}, "dtypes expected a non-empty tuple of torch.dtype"),
+    ({"fn": abs, "devices": ("gpu",)}, "devices expected a tuple of 'cpu'/'cuda', got"),
+    ({"fn": abs, "min_capability": 80}, r"min_capability expected \(major, minor\)"),
+    ({"fn": abs, "needs": ("cuda", "tensor-cores")}, "needs expected requirement names .*"
+                                                     "got 'tensor-cores'"),
+    ({"fn": abs, "tile": 16}, "unexpected keyword argument 'tile'; fields: fn, build"),
+])
+def test_malformed_registrations_name_the_field(fields, match):
+    before = kernels.all_kernels()
+    with pytest.raises(ValueError, match=match):
+        if "fn" in fields or "build" in fields:
+            kernels.register("gelu", "test_bad", **fields)
+        else:
+            kernels.register_kernel(Kernel(op="gelu", provider="test_bad"))
+    assert kernels.all_kernels() == before
+
+
+def test_metadata_the_ops_filters_use_is_required():
+    op = kernels.define_op("test_scaled", arg_names=("x",), validate=lambda x: None,
+                           reference="eager", meta_keys={"accumulator": "dtype of the sums"})
+    try:
+        with pytest.raises(ValueError, match="meta expected the keys that test_scaled's "
+                                             "filters use .accumulator: dtype of the sums.*"
+                                             "got meta without 'accumulator'"):
+            kernels.register("test_scaled", "eager", fn=lambda x: x)
+        kernels.register("test_scaled", "eager", fn=lambda x: x,
+                         meta={"accumulator": "float32"})
+        assert [k.provider for k in get_kernels("test_scaled")] == ["eager"]
+    finally:
+        kernels.unregister("test_scaled", "eager", missing_ok=True)
+        del kernels.OPS[op.name]
+
+
+def test_a_filter_reading_missing_metadata_names_the_kernel(scratch_kernel):
+    with pytest.raises(ValueError, match="where= filter: add/eager has no meta key 'accumulator'"
+                                         ".*k.meta.get"):
+        get_kernels("add", where=lambda k: k.meta["accumulator"] == "float16")
+    assert get_kernels("add", where=lambda k: k.meta.get("accumulator") == "float16") == [
+        scratch_kernel]
+
+
+def test_register_then_unregister_leaves_the_registry_as_before():
+    before = list(kernels.registry._KERNELS.items())
+    kernel = kernels.register_kernel(Kernel(op="add", provider="test_mine", variant="v1",
+                                         fn=lambda a, b: a + b))
+    assert kernels.all_kernels("add")[-1] is kernel
+    assert kernels.unregister(kernel) is kernel
+    assert list(kernels.registry._KERNELS.items()) == before
+    with pytest.raises(KeyError, match="no kernel add/test_mine\\[v1\\]; registered: add/eager"):
+        kernels.unregister("add", "test_mine", "v1")
+    assert kernels.unregister("add", "test_mine", "v1", missing_ok=True) is None
+
+
+def test_kernels_registered_from_a_user_module_need_no_course_edit(tmp_path, monkeypatch):
+    (tmp_path / "my_kernels.py").write_text(
+        "import kernels\n"
+        "KERNEL = kernels.register('add', 'test_user_module', fn=lambda a, b: b + a,\n"
+        "                          meta={'author': 'me'})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_kernels
+
+    try:
+        assert my_kernels.KERNEL.origin == "my_kernels"
+        x = torch.ones(3)
+        assert my_kernels.KERNEL in get_kernels("add", x, x, where=lambda k: "author" in k.meta)
+    finally:
+        kernels.unregister(my_kernels.KERNEL)

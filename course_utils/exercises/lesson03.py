@@ -177,9 +177,9 @@ def _bug_line() -> int:
 def sanitize_scale(source: str | None = None) -> str:
     """Run ``compute-sanitizer --tool memcheck`` on the scale kernel (the given one, or a fixed
     source) in a child process and return its report (GPU and CUDA toolkit needed)."""
-    from kernels.gelu.bench import sanitizer_path
+    from course_utils import sanitizer
 
-    tool = sanitizer_path()
+    tool = sanitizer.path()
     if tool is None:
         raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
     path = SCALE_CU

@@ -10,14 +10,11 @@ returns its summary as a note.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import time
 
 import torch
 
-from course_utils import env, results
+from course_utils import env, results, sanitizer
 from course_utils.plots import stamped_table
 from kernels import compare
 from kernels.registry import get_kernel
@@ -41,30 +38,13 @@ def measure(n: int, dtype: torch.dtype, device: str | None = None,
                                 min_time_s=min_time_s)
 
 
-def sanitizer_path() -> str | None:
-    path = shutil.which("compute-sanitizer")
-    if path is None and env.nvcc_path():
-        candidate = env.nvcc_path().rsplit("/", 1)[0] + "/compute-sanitizer"
-        path = candidate if shutil.which(candidate) else None
-    return path
+sanitizer_path = sanitizer.path
 
 
 def sanitize(tool: str) -> tuple[str, str, int]:
-    """Run ``compute-sanitizer --tool <tool>`` on :mod:`kernels.gelu.sanitize_check`.
-
-    Returns (the command, its ERROR SUMMARY line, exit status).
-    """
-    sanitizer = sanitizer_path()
-    if sanitizer is None:
-        raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
-    command = [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m",
-               "kernels.gelu.sanitize_check"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=env.ROOT)
-    output = done.stdout + done.stderr
-    summary = next((line.strip() for line in output.splitlines() if "ERROR SUMMARY" in line),
-                   output.strip().splitlines()[-1] if output.strip() else "(no output)")
-    shown = " ".join(c if "/" not in c else c.rsplit("/", 1)[-1] for c in command)
-    return shown, summary, done.returncode
+    """``compute-sanitizer --tool <tool>`` on :mod:`kernels.gelu.sanitize_check`: (the command,
+    its ERROR SUMMARY line, exit status)."""
+    return sanitizer.run(tool, "kernels.gelu.sanitize_check")
 
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:

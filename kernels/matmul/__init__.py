@@ -6,6 +6,12 @@ import torch
 from kernels.registry import Case, define_op, expect_tensor, register
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# float64 for lesson 06's FP64 GEMMs, which the matrix test checks against the reference
+DTYPES += (torch.float64,)
+
+
+def _is_fp8(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point and dtype.itemsize == 1
 
 
 def _validate(a, b) -> None:
@@ -14,7 +20,8 @@ def _validate(a, b) -> None:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: b expected {a.shape[1]} rows to match a's columns, "
                          f"got b of shape {tuple(b.shape)} for a of shape {tuple(a.shape)}")
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype and not (_is_fp8(a.dtype) and _is_fp8(b.dtype)):
+        # the one mixed case tensor cores support: fp8 e4m3 x e5m2 (lesson 05)
         raise ValueError(f"matmul: b expected the dtype of a ({a.dtype}), got {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"matmul: b expected the device of a ({a.device}), got {b.device}")
@@ -25,6 +32,13 @@ def _pair(m, n, k):
     return lambda dtype, device: (
         (torch.randn(m, k, device=device) / k**0.25).to(dtype),
         (torch.randn(k, n, device=device) / k**0.25).to(dtype))
+
+
+def _pair_bt(m, n, k):
+    # b column-major ([K, N] with b.t() contiguous, K-major): the layout lesson 05's kernels take
+    return lambda dtype, device: (
+        (torch.randn(m, k, device=device) / k**0.25).to(dtype),
+        (torch.randn(n, k, device=device) / k**0.25).to(dtype).t())
 
 
 def _transposed(dtype, device):
@@ -44,6 +58,9 @@ define_op(
         Case("tall 1000x8x24", _pair(1000, 8, 24)),
         Case("empty k=0", _pair(16, 16, 0)),
         Case("column-major inputs", _transposed),
+        Case("b column-major 128x96x64", _pair_bt(128, 96, 64)),
+        Case("b column-major odd 33x65x40", _pair_bt(33, 65, 40)),
+        Case("b column-major tiny 1x1x16", _pair_bt(1, 1, 16)),
     ),
     # low-precision kernels may accumulate in a different order (or in fp32 vs fp16)
     tolerance={torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
@@ -56,3 +73,12 @@ define_op(
 def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """torch.matmul: the reference (cuBLAS on a GPU)."""
     return a @ b
+
+
+# lesson 05: the steps to a tensor-core matmul, then mma.cu in every mma.sync variant
+from kernels.matmul import mma, steps  # noqa: E402, F401  (each registers its kernels)
+
+mma.register_variants()
+
+# lesson 06's FP64 GEMMs register themselves on import (nothing is compiled until first use)
+from kernels.matmul import fp64  # noqa: E402, F401, I001

@@ -1,0 +1,335 @@
+"""The tensor-core matmul of lesson 05: ``mma.cu``, one source, every ``mma.sync`` variant.
+
+A *variant* is a choice of types (A, B, accumulator, output) and with it one PTX instruction;
+a *config* is a choice of tile shapes and pipeline depth. Both become the generated header
+(``defines``), so each (variant, config, GPU) is its own small NVRTC program: compiled in tens
+of milliseconds, cached in memory and under ``var/nvrtc_cache/``.
+
+Operands are taken as torch's low-precision matmuls take them (``torch._scaled_mm``,
+``torch._int_mm``): A ``[M, K]`` row-major, B ``[K, N]`` column-major (``b.t()`` contiguous).
+Each variant is registered as ``("matmul", "mma", <variant>)``; its ``supports()`` explains what
+it cannot run (layout, dtype, K not a multiple of the instruction's K-step, the GPU).
+
+INT4 has no torch dtype: the int4 variant takes ``int8`` tensors whose values lie in [-8, 7] and
+packs two per byte before the launch (:func:`pack_int4`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from course_utils import nvrtc
+
+SOURCE = Path(__file__).with_name("mma.cu")
+KERNEL = "mma_matmul"
+
+F8_E4M3 = getattr(torch, "float8_e4m3fn", None)
+F8_E5M2 = getattr(torch, "float8_e5m2", None)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One ``mma.sync`` instruction and the types around it."""
+
+    name: str
+    a: torch.dtype  # storage dtype of A (int4: int8 holding -8..7, packed before the launch)
+    b: torch.dtype
+    acc: str  # accumulator: "f32", "f16" or "s32"
+    out: torch.dtype
+    instruction: str  # the PTX instruction the kernel issues
+    min_sm: tuple[int, int]  # first GPU generation with this instruction
+    min_nvrtc: tuple[int, int] = (11, 0)  # first CUDA (NVRTC) whose PTX ISA has it
+    int4: bool = False
+
+    @property
+    def bits(self) -> int:
+        """Bits per operand element."""
+        return 4 if self.int4 else torch.empty(0, dtype=self.a).element_size() * 8
+
+    @property
+    def k_step(self) -> int:
+        """K per instruction: every variant reads 32 bytes of K per mma."""
+        return 256 // self.bits
+
+    @property
+    def flop_per_mma(self) -> int:
+        return 2 * 16 * 8 * self.k_step
+
+    @property
+    def integer(self) -> bool:
+        return self.acc == "s32"
+
+    @property
+    def defines(self) -> dict[str, object]:
+        acc = {"f32": "float", "f16": "__half", "s32": "int"}[self.acc]
+        return {"a_t": self.a, "b_t": self.b, "acc_t": acc, "out_t": self.out,
+                "INT4": self.int4}
+
+    @property
+    def unit(self) -> str:
+        return "TOP/s" if self.integer else "TFLOP/s"
+
+
+def ptx(shape: str, acc: str, a: str, b: str) -> str:
+    """The PTX spelling: mma.sync.aligned.<shape>.row.col.<d type>.<a type>.<b type>.<c type>."""
+    return f"mma.sync.aligned.{shape}.row.col.{acc}.{a}.{b}.{acc}"
+
+
+def _variants() -> dict[str, Variant]:
+    bf16, f16, f32, i8, i32 = torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.int32
+    sm80 = (8, 0)
+    found = [
+        Variant("bf16", bf16, bf16, "f32", bf16, ptx("m16n8k16", "f32", "bf16", "bf16"), sm80),
+        Variant("fp16", f16, f16, "f32", f16, ptx("m16n8k16", "f32", "f16", "f16"), sm80),
+        Variant("fp16_f16acc", f16, f16, "f16", f16, ptx("m16n8k16", "f16", "f16", "f16"), sm80),
+        Variant("tf32", f32, f32, "f32", f32, ptx("m16n8k8", "f32", "tf32", "tf32"), sm80),
+        Variant("int8", i8, i8, "s32", i32, ptx("m16n8k32", "s32", "s8", "s8"), sm80),
+        Variant("int4", i8, i8, "s32", i32, ptx("m16n8k64", "s32", "s4", "s4"), sm80, int4=True),
+    ]
+    if F8_E4M3 is not None and F8_E5M2 is not None:
+        fp8 = {"e4m3": F8_E4M3, "e5m2": F8_E5M2}
+        for an, at in fp8.items():
+            for bn, bt in fp8.items():
+                found.append(Variant(f"fp8_{an}_{bn}", at, bt, "f32", bf16,
+                                     ptx("m16n8k32", "f32", an, bn), (8, 9), (12, 4)))
+                # fp8 with fp16 accumulation arrived in PTX ISA 8.7 (CUDA 12.8)
+                found.append(Variant(f"fp8_{an}_{bn}_f16acc", at, bt, "f16", f16,
+                                     ptx("m16n8k32", "f16", an, bn), (8, 9), (12, 8)))
+    return {v.name: v for v in found}
+
+
+VARIANTS: dict[str, Variant] = _variants()
+
+
+def variant(name: str | Variant) -> Variant:
+    if isinstance(name, Variant):
+        return name
+    if name not in VARIANTS:
+        raise ValueError(f"variant expected one of {', '.join(VARIANTS)}, got {name!r}")
+    return VARIANTS[name]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Tile shapes and pipeline depth: the header values the autotuner searches over."""
+
+    bm: int = 128  # thread-block tile of C
+    bn: int = 128
+    wm: int = 64  # warp tile of C
+    wn: int = 64
+    bk_bytes: int = 64  # K slice per stage, bytes
+    stages: int = 4
+    group_m: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("bm", "bn", "wm", "wn", "stages", "group_m"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"Config.{name} expected a positive int, "
+                                 f"got {getattr(self, name)!r}")
+        if self.bm % self.wm or self.bn % self.wn or self.wm % 16 or self.wn % 16:
+            raise ValueError(f"Config expected bm, bn multiples of wm, wn and wm, wn multiples "
+                             f"of 16, got {self}")
+        if self.bk_bytes not in (64, 128):
+            raise ValueError(f"Config.bk_bytes expected 64 or 128, got {self.bk_bytes}")
+        if self.stages < 2:
+            raise ValueError(f"Config.stages expected at least 2, got {self.stages}")
+        chunks = self.bk_bytes // 16
+        if self.bm * chunks % self.threads or self.bn * chunks % self.threads:
+            raise ValueError(f"Config {self}: each thread must copy the same number of 16-byte "
+                             f"chunks per stage (bm*bk_bytes/16 and bn*bk_bytes/16 divisible by "
+                             f"{self.threads} threads)")
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.bm + self.bn) * self.bk_bytes
+
+    @property
+    def defines(self) -> dict[str, object]:
+        return {"BM": self.bm, "BN": self.bn, "WM": self.wm, "WN": self.wn,
+                "BK_BYTES": self.bk_bytes, "STAGES": self.stages, "GROUP_M": self.group_m}
+
+    def short(self) -> str:
+        return (f"{self.bm}x{self.bn} warps {self.wm}x{self.wn} k{self.bk_bytes}B "
+                f"s{self.stages}")
+
+
+# Used until the autotuner has measured this GPU (kernels/matmul/autotune.py): 8 warps of 64x64
+DEFAULT_CONFIG = Config(bm=128, bn=256, wm=64, wn=64, bk_bytes=64, stages=4)
+
+
+def swizzle(row: int, chunk: int, chunks_per_row: int) -> int:
+    """The physical 16-byte chunk of logical ``chunk`` in ``row``: mma.cu's ``swizzled()``."""
+    return chunk ^ ((row // (8 // chunks_per_row)) % chunks_per_row)
+
+
+def defines(v: str | Variant, config: Config = DEFAULT_CONFIG) -> dict[str, object]:
+    """The Python values mma.cu's header is generated from."""
+    return {**variant(v).defines, **config.defines}
+
+
+def compile_mma(v: str | Variant, config: Config = DEFAULT_CONFIG, arch=None, *,
+                name: str = KERNEL, **kwargs) -> nvrtc.Compiled:
+    """Compile mma.cu for a variant and config (no GPU needed; ``arch`` as in nvrtc.compile)."""
+    return nvrtc.compile(SOURCE, name, defines=defines(v, config), arch=arch, **kwargs)
+
+
+# -- what a GPU and a problem allow -----------------------------------------------------------
+
+
+def gpu_reason(v: str | Variant, capability: tuple[int, int] | None) -> str | None:
+    """Why this variant cannot run on a GPU of ``capability`` (None: it can)."""
+    v = variant(v)
+    if capability is not None and capability < v.min_sm:
+        major, minor = v.min_sm
+        return (f"{v.name} mma.sync needs sm_{major}{minor}+; this GPU is "
+                f"sm_{capability[0]}{capability[1]}")
+    if nvrtc.unavailable_reason() is None and nvrtc.version() < v.min_nvrtc:
+        need = ".".join(map(str, v.min_nvrtc))
+        have = ".".join(map(str, nvrtc.version()))
+        return f"{v.name} needs the PTX ISA of CUDA {need}+; this NVRTC is {have}"
+    return None
+
+
+def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why this variant cannot compute ``a @ b`` (None: it can). Shapes already line up."""
+    v = variant(v)
+    for arg, t, want in (("a", a, v.a), ("b", b, v.b)):
+        if t.dtype != want:
+            return f"{v.name} takes {arg} of {str(want)[6:]}, got {str(t.dtype)[6:]}"
+    m, k = a.shape
+    n = b.shape[1]
+    if k > 1 and (a.stride(1) != 1 or (m > 1 and a.stride(0) != k)):
+        return f"a must be row-major [M, K] (a.is_contiguous()); got strides {a.stride()}"
+    if k > 1 and (b.stride(0) != 1 or (n > 1 and b.stride(1) != k)):
+        return (f"b must be column-major [K, N] (b.t().is_contiguous(), as torch._scaled_mm "
+                f"takes it); got strides {b.stride()}")
+    if k % v.k_step:
+        return f"K must be a multiple of {v.k_step} ({v.name}'s K-step); got K={k}"
+    for arg, t in (("a", a), ("b", b)):
+        if t.data_ptr() % 16:
+            return f"{arg} must start on a 16-byte boundary (cp.async copies 16 bytes); it does not"
+    if v.int4:
+        for arg, t in (("a", a), ("b", b)):
+            if t.numel() and (t.min() < -8 or t.max() > 7):
+                return f"int4 takes values in [-8, 7]; {arg} has values outside"
+    if max(m, n, k) >= 2**31:
+        return f"sizes must be below 2^31, got M={m}, N={n}, K={k}"
+    if not a.is_cuda or not b.is_cuda:
+        return f"needs CUDA tensors, got a on {a.device.type}, b on {b.device.type}"
+    return None
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def pack_int4(x: torch.Tensor) -> torch.Tensor:
+    """[R, K] int8 in [-8, 7] -> [R, K/2] int8, two values per byte, the first in the low nibble
+    (PTX packs .s4 elements from the least significant bits)."""
+    low, high = x[:, 0::2], x[:, 1::2]
+    return ((low & 0xF) | (high << 4)).to(torch.int8)
+
+
+def launch(v: str | Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+           config: Config = DEFAULT_CONFIG) -> None:
+    """Launch the kernel on already-checked operands (``a`` [M, K'], ``bt`` = ``b.t()`` [N, K'],
+    K' the stored K: K / 2 for packed int4). The benchmark calls this directly."""
+    v = variant(v)
+    m, n = out.shape
+    k = a.shape[1] * (2 if v.int4 else 1)
+    if m == 0 or n == 0:
+        return
+    kernel = nvrtc.load(compile_mma(v, config), a.device.index or 0)
+    blocks = -(-m // config.bm) * -(-n // config.bn)
+    kernel(a, b, out, m, n, k, grid=blocks, block=config.threads, shared_mem=config.shared_bytes)
+
+
+def prepare(v: str | Variant, a: torch.Tensor, b: torch.Tensor):
+    """(a, bt) as the kernel reads them: bt = b.t() is [N, K] row-major; int4 packed."""
+    v = variant(v)
+    bt = b.t()
+    if v.int4:
+        return pack_int4(a), pack_int4(bt)
+    return a, bt
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
+           config: Config | None = None) -> torch.Tensor:
+    """``a @ b`` with the given variant; raises ValueError with the reason if it cannot."""
+    from kernels.matmul.autotune import best_config  # the tuner imports this module
+
+    v = variant(v)
+    cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
+    if reason := problem_reason(v, a, b) or gpu_reason(v, cap):
+        raise ValueError(f"mma[{v.name}]: {reason}")
+    out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
+    if a.shape[1] == 0:
+        return out.zero_()
+    launch(v, *prepare(v, a, b), out, config or best_config(v, (a.shape[0], b.shape[1],
+                                                                 a.shape[1])))
+    return out
+
+
+def native_sass(v: str | Variant, arch: str) -> str | None:
+    """The tensor-core SASS opcode this variant compiles to on ``arch``, per the census that
+    tests/test_mma.py checks: None where the instruction is emulated (converted to another)."""
+    v = variant(v)
+    major = int(arch.removeprefix("sm_")[:-1])
+    minor = int(arch[-1])
+    if (major, minor) < v.min_sm:
+        return None
+    if v.acc == "s32":
+        if v.int4 and major >= 9:
+            return None  # Hopper and later emulate int4 with int8 IMMA
+        return "IMMA"
+    if v.a in (F8_E4M3, F8_E5M2):
+        return "QMMA" if (major, minor) in ((8, 9), (12, 0)) else None
+    return "HMMA"
+
+
+def register_variants() -> list:
+    """Register every variant as ("matmul", "mma", name); returns the registry's kernels."""
+    from kernels.registry import register
+
+    kernels = []
+    for v in VARIANTS.values():
+        def run(a, b, _v=v):
+            return matmul(a, b, _v)
+
+        def check(a, b, _v=v):
+            cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
+            return problem_reason(_v, a, b) or gpu_reason(_v, cap)
+
+        kernels.append(register(
+            "matmul", "mma", v.name, build=lambda _run=run: _run, dtypes=tuple({v.a, v.b}),
+            devices=("cuda",), min_capability=v.min_sm, needs=("cuda", "nvrtc"), check=check,
+            meta={"a": v.a, "b": v.b, "accumulator": v.acc, "out": v.out,
+                  "instruction": v.instruction, "k_step": v.k_step, "int4": v.int4,
+                  "source": "kernels/matmul/mma.cu",
+                  "tolerance": tolerance(v)},
+            description=f"mma.sync {v.name}: {v.instruction}"))
+    return kernels
+
+
+def tolerance(v: str | Variant) -> dict[torch.dtype, tuple[float, float]]:
+    """(atol, rtol) against a float64 reference, for inputs scaled as the op's test cases."""
+    v = variant(v)
+    if v.integer:
+        return {torch.int8: (0.0, 0.0)}
+    if v.a == torch.float32:  # tf32: 10-bit mantissa, inputs truncated
+        return {torch.float32: (2e-2, 2e-2)}
+    if v.acc == "f16":
+        return {v.a: (3e-2, 3e-2)}
+    return {v.a: (2e-2, 2e-2)}
+
+
