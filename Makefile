@@ -83,12 +83,12 @@ test-gpu:
 bench:
 	$(GPU_PY) -m course_utils bench
 
-# like bench: on a GPU box, with .venv or the box's own python3 (PYTHONPATH for its wheels)
+# like bench, on a GPU box; NB="01 02" records only those notebooks
 record:
-	COURSE_STRICT=1 PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m course_utils record
+	COURSE_STRICT=1 $(GPU_PY) -m course_utils record $(NB)
 
 prepare:
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m course_utils prepare
+	$(GPU_PY) -m course_utils prepare
 
 clean:
 	find var -mindepth 1 ! -name README.md -exec rm -rf {} +
