@@ -18,14 +18,12 @@ through :func:`build_inline`.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from course_utils import cuda_ext
+from course_utils.sass import cuda_tool  # noqa: F401  (cuobjdump, nvdisasm: one lookup)
 from kernels.gelu import FLOAT_DTYPES
 from kernels.registry import register
 
@@ -57,18 +55,6 @@ def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
 def library_path(result: cuda_ext.Build) -> Path:
     """The shared library a build produced (for ``cuobjdump``)."""
     return Path(result.module.__file__)
-
-
-def cuda_tool(name: str) -> str | None:
-    """``cuobjdump`` / ``nvdisasm``: from PATH, the CUDA toolkit, or the copy Triton ships."""
-    if found := shutil.which(name):
-        return found
-    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name]
-    with contextlib.suppress(ImportError):
-        import triton
-
-        candidates.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
-    return next((str(p) for p in candidates if p.exists()), None)
 
 
 def machine_code(result: cuda_ext.Build, what: str = "sass") -> str:
