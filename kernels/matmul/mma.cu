@@ -38,8 +38,10 @@ using b_t = __nv_bfloat16;  // storage type of B's elements
 using acc_t = float;        // accumulator: float, __half or int
 using out_t = __nv_bfloat16;
 constexpr bool INT4 = false;  // operands are packed 4-bit integers (low nibble first)
-constexpr int BM = 128, BN = 128;  // thread-block tile of C
-constexpr int WM = 64, WN = 64;    // warp tile of C
+constexpr int BM = 128;            // thread-block tile of C: BM x BN
+constexpr int BN = 128;
+constexpr int WM = 64;             // warp tile of C: WM x WN
+constexpr int WN = 64;
 constexpr int BK_BYTES = 64;       // K slice per pipeline stage, in bytes (64 or 128)
 constexpr int STAGES = 4;          // shared-memory ring depth
 constexpr int GROUP_M = 8;         // block rows that share B tiles in L2 (launch order)
