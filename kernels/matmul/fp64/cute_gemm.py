@@ -52,7 +52,10 @@ class Fp64Gemm:
 
 def _cute(t: torch.Tensor):
     # dynamic shapes and strides (one compiled kernel serves every M, N, K); the leading
-    # dimension, stride 1, stays static
+    # dimension, stride 1, stays static. PyTorch calls a [K, 1] column "contiguous" whatever its
+    # column stride (a size-1 dimension's stride is never used); CuTe checks it, so spell the
+    # row-major strides out.
+    t = t.as_strided(t.shape, (t.shape[1], 1))
     return from_dlpack(t, assumed_align=8).mark_layout_dynamic(leading_dim=1)
 
 
