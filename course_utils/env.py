@@ -54,6 +54,14 @@ STRICT: bool = os.environ.get("COURSE_STRICT", "") not in ("", "0")
 TRITON_INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
 
+def child_environment(**extra: str) -> dict[str, str]:
+    """The environment for a Python started from here (a subprocess, a notebook kernel): this
+    one with the project root first on ``PYTHONPATH``, so it imports the course from this
+    checkout whether or not it is installed, plus ``extra``."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def var_dir(*parts: str) -> Path:
     """A folder under ``var/`` (created on demand) for generated files."""
     path = VAR.joinpath(*parts)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -77,16 +76,6 @@ def skipped_reasons(nb) -> list[str]:
     return reasons
 
 
-def kernel_environment(build_log: Path | None = None) -> dict[str, str]:
-    """The kernel's environment: this one, the project root first on ``PYTHONPATH`` (the course
-    imports from the checkout without an install) and, given, the build log to append to."""
-    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
-    kernel_env = {**os.environ, "PYTHONPATH": path}
-    if build_log is not None:
-        kernel_env[cuda_ext.BUILD_LOG_VARIABLE] = str(build_log)
-    return kernel_env
-
-
 def read_build_log(path: Path) -> tuple[float, int]:
     """(seconds, compiled count) of the builds a log holds; (0, 0) when there is none."""
     if not Path(path).exists():
@@ -119,7 +108,9 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     build_log.unlink(missing_ok=True)
     try:
         with stderr_log.open("w") as kernel_stderr:
-            client.execute(stderr=kernel_stderr, env=kernel_environment(build_log))
+            # the kernel imports the course from this checkout and logs its builds
+            client.execute(stderr=kernel_stderr, env=env.child_environment(
+                **{cuda_ext.BUILD_LOG_VARIABLE: str(build_log)}))
     except CellTimeoutError as err:
         status, error = "timeout", _first_line(err)
     except (CellExecutionError, DeadKernelError) as err:

@@ -2,7 +2,6 @@
 TORCH_LIBRARY op). On any machine the NVRTC source compiles for every dtype; on a GPU both
 providers must equal a + b bit for bit."""
 
-import os
 import subprocess
 import sys
 
@@ -91,7 +90,7 @@ def test_bad_input_to_the_raw_op_raises_and_the_process_survives():
     # in a fresh process: if a C++ exception crashed Python, this test (not pytest) would see it
     out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", BAD_CALLS],
                          capture_output=True, text=True, timeout=600, cwd=env.ROOT,
-                         env={**os.environ, "PYTHONPATH": str(env.ROOT)})
+                         env=env.child_environment())
     assert out.returncode == 0, f"exit {out.returncode}:\n{out.stdout}\n{out.stderr[-3000:]}"
     lines = out.stdout.splitlines()
     assert any("b expected the shape of a [100], got [10]" in ln for ln in lines), lines

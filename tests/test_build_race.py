@@ -39,20 +39,15 @@ print(json.dumps(report))
 """
 
 
-def _python_env(**extra: str) -> dict:
-    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
-
-
 @pytest.mark.slow
 @needs_toolchain
 def test_racing_builds_of_one_extension_all_load(tmp_path):
     start, log = tmp_path / "start", tmp_path / "builds.jsonl"
     modes = ["fresh", "shared", "shared", "shared"]
+    environ = env.child_environment(**{cuda_ext.BUILD_LOG_VARIABLE: str(log)})
     racers = [subprocess.Popen([sys.executable, "-c", RACER, str(start), mode], cwd=env.ROOT,
-                               env=_python_env(**{cuda_ext.BUILD_LOG_VARIABLE: str(log)}),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-              for mode in modes]
+                               env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for mode in modes]
     time.sleep(3)  # let every racer import torch: the builds then start within milliseconds
     start.touch()
     reports = []
@@ -88,7 +83,7 @@ with cuda_ext.locked(sys.argv[1]):
 def test_the_build_lock_excludes_other_processes():
     name = "course_lock_probe"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, name], cwd=env.ROOT,
-                              env=_python_env(), stdout=subprocess.PIPE, text=True)
+                              env=env.child_environment(), stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
     with cuda_ext.locked(name) as directory:
         acquired = time.time()

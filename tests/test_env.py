@@ -116,3 +116,14 @@ def test_nvcc_needs_a_cuda_build_of_torch(monkeypatch):
     assert env.unmet("nvcc") == []
     monkeypatch.setattr(env, "nvcc_version", lambda: None)
     assert "nvcc not found" in env.unmet("nvcc")[0]
+
+
+def test_a_child_python_imports_the_course_from_this_checkout(monkeypatch):
+    import os
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    child = env.child_environment(EXTRA="1")
+    assert child["PYTHONPATH"].split(os.pathsep) == [str(env.ROOT), "/elsewhere"]
+    assert child["EXTRA"] == "1" and child["PATH"] == os.environ["PATH"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert env.child_environment()["PYTHONPATH"] == str(env.ROOT)

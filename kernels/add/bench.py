@@ -18,7 +18,6 @@ reads as "this fraction of a cold build".
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -34,11 +33,8 @@ ARCH_NO_GPU = "sm_90"  # what to compile for when there is no GPU to ask
 
 def _in_subprocess(code: str, timeout: float = 1800) -> dict:
     """Run ``code`` in a fresh Python; it prints one JSON line last, which is returned."""
-    environ = dict(os.environ)
-    environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(env.ROOT), environ.get("PYTHONPATH")) if p)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=timeout, env=environ, cwd=env.ROOT)
+                         text=True, timeout=timeout, env=env.child_environment(), cwd=env.ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"timing subprocess failed (exit {out.returncode}):\n"
                            f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")

@@ -75,7 +75,7 @@ except RuntimeError as err:
 
 
 def run(command: list[str], extra_env: dict | None = None, timeout: int = 900) -> dict:
-    environ = {**os.environ, "PYTHONPATH": str(env.ROOT), **(extra_env or {})}
+    environ = env.child_environment(**(extra_env or {}))
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               env=environ, cwd=env.ROOT)
@@ -122,7 +122,7 @@ def build_all(report: dict) -> list[tuple[str, str, str, str]]:
         for kind in ("add", "gelu"):
             name = f"torch_check_probe_{kind}_{i}"
             command = [sys.executable, "-c", BUILD, kind, name, json.dumps(ldflags)]
-            environ = {**os.environ, "PYTHONPATH": str(env.ROOT), **extra_env}
+            environ = env.child_environment(**extra_env)
             pending[(f"{kind} / {label}", kind, name)] = subprocess.Popen(
                 command, env=environ, cwd=env.ROOT, text=True, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE)
