@@ -153,6 +153,42 @@ def _record(result: Build) -> Build:
     return result
 
 
+# The host compiler must be the one whose C++ runtime torch's wheels expect. Measured on the
+# course's GPU box (torch 2.11, kernels/add/torch_check_crash.py): with CXX=/opt/gcc/bin/g++, the
+# image's wrapper, a failing TORCH_CHECK in the add op or the GeLU launch check killed Python
+# (SIGSEGV); the same sources built with the distribution's /usr/bin/g++ raised RuntimeError
+# every time, and a static libstdc++ made it worse (SIGABRT). So a build prefers the system
+# compiler when CXX/CC point elsewhere; COURSE_CXX / COURSE_CC choose one explicitly.
+SYSTEM_CXX, SYSTEM_CC = Path("/usr/bin/g++"), Path("/usr/bin/gcc")
+
+
+def host_compilers() -> dict[str, str]:
+    """``{"CXX": ..., "CC": ...}`` for builds: COURSE_CXX/COURSE_CC if set, else the system
+    g++/gcc where they exist, else whatever the environment says (nothing to change)."""
+    chosen = {}
+    for var, system in (("CXX", SYSTEM_CXX), ("CC", SYSTEM_CC)):
+        if explicit := os.environ.get(f"COURSE_{var}"):
+            chosen[var] = explicit
+        elif os.environ.get(var) and system.exists():
+            chosen[var] = str(system)
+    return chosen
+
+
+@contextlib.contextmanager
+def _compilers():
+    """Set CXX/CC for the duration of a build (torch reads them from the environment)."""
+    saved = {var: os.environ.get(var) for var in ("CXX", "CC")}
+    os.environ.update(host_compilers())
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 def build(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str] | None = None,
           *, functions: list[str] | None = None, fresh: bool = False, verbose: bool = False,
           extra_cuda_cflags: list[str] | None = None, is_python_module: bool = True,
@@ -173,10 +209,12 @@ def build(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str]
         before = {p: p.stat().st_mtime for p in directory.glob("*.so")}
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list()
         start = time.perf_counter()
-        module = cpp_extension.load_inline(
-            name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
-            build_directory=str(directory), verbose=verbose, is_python_module=is_python_module,
-            extra_cuda_cflags=["-O3", "-lineinfo", *(extra_cuda_cflags or [])], **kwargs)
+        with _compilers():
+            module = cpp_extension.load_inline(
+                name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
+                functions=functions, build_directory=str(directory), verbose=verbose,
+                is_python_module=is_python_module,
+                extra_cuda_cflags=["-O3", "-lineinfo", *(extra_cuda_cflags or [])], **kwargs)
         seconds = time.perf_counter() - start
         after = {p: p.stat().st_mtime for p in directory.glob("*.so")}
         result = Build(name=name, module=module if is_python_module else None, seconds=seconds,
@@ -208,7 +246,7 @@ def build_setup(name: str, setup_file: Path, sources: list[Path], *, fresh: bool
                 old.unlink()
             command = [sys.executable, str(setup_file), "build_ext", "--force",
                        "--build-lib", str(directory), "--build-temp", str(directory / "tmp")]
-            run_env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch_list()}
+            run_env = {**os.environ, **host_compilers(), "TORCH_CUDA_ARCH_LIST": arch_list()}
             done = subprocess.run(command, cwd=setup_file.parent, env=run_env,
                                   capture_output=True, text=True)
             if done.returncode != 0:

@@ -92,16 +92,22 @@ def tool(*command: str) -> str:
 
 
 def compilers() -> dict[str, dict]:
-    """The host compiler variants to build with: name -> environment and extra link flags."""
-    found = {"env CXX/CC (as the box sets them)": ({}, [])}
+    """The host compiler variants to build with: name -> environment and extra link flags.
+
+    The first is what the course's build path picks by itself (cuda_ext.host_compilers); the
+    others force a compiler through COURSE_CXX/COURSE_CC, which that choice obeys."""
+    def use(compiler: str) -> dict[str, str]:
+        return {"COURSE_CXX": compiler, "COURSE_CC": compiler}
+
+    found = {"course default (cuda_ext.host_compilers)": ({}, [])}
     system = shutil.which("g++", path="/usr/bin")
     if system:
-        found["system g++"] = ({"CXX": system, "CC": system}, [])
+        found["system g++"] = (use(system), [])
     if Path(OPT_GXX).exists():
-        found["/opt/gcc g++"] = ({"CXX": OPT_GXX, "CC": OPT_GXX}, [])
-        found["/opt/gcc g++ static libstdc++"] = ({"CXX": OPT_GXX, "CC": OPT_GXX}, STATIC)
+        found["/opt/gcc g++"] = (use(OPT_GXX), [])
+        found["/opt/gcc g++ static libstdc++"] = (use(OPT_GXX), STATIC)
     if system:
-        found["system g++ static libstdc++"] = ({"CXX": system, "CC": system}, STATIC)
+        found["system g++ static libstdc++"] = (use(system), STATIC)
     return found
 
 
