@@ -159,7 +159,8 @@ def _record(result: Build) -> Build:
 # (SIGSEGV); the same sources built with the distribution's /usr/bin/g++ raised RuntimeError
 # every time, and a static libstdc++ made it worse (SIGABRT). So a build prefers the system
 # compiler when CXX/CC point elsewhere; COURSE_CXX / COURSE_CC choose one explicitly.
-SYSTEM_CXX, SYSTEM_CC = Path("/usr/bin/g++"), Path("/usr/bin/gcc")
+SYSTEM_CXX = Path("/usr/bin/g++")
+SYSTEM_CC = SYSTEM_CXX  # torch hands CC to nvcc as -ccbin, the host compiler of the .cu files
 
 
 def host_compilers() -> dict[str, str]:
