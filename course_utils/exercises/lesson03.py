@@ -9,7 +9,6 @@ is that child.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,20 +43,13 @@ def _compile(source: str, name: str, label: str, **kwargs):
         raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from err
 
 
-def _child_env(**extra: str) -> dict[str, str]:
-    """The environment of a child: this one, with the course first on PYTHONPATH (kept: a GPU
-    box may hold its wheels there)."""
-    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
-
-
 def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
     """Run the student's kernel on the GPU in a child process; its verdict as a dict."""
     path = env.var_dir("exercises") / f"{kind}_student.cu"
     path.write_text(source)
     done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
                           capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
-                          env=_child_env())
+                          env=env.child_environment())
     said = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
     if said and "case" not in said[-1]:
         return said[-1]  # the verdict
@@ -191,7 +183,7 @@ def sanitize_scale(source: str | None = None) -> str:
                           capture_output=True, text=True, timeout=600, cwd=env.ROOT,
                           # every tensor its own cudaMalloc of its exact size, so that
                           # memcheck sees x[n] as past the end of x
-                          env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+                          env=env.child_environment(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
     keep = [ln for ln in (done.stdout + done.stderr).splitlines()
             if ln.startswith("=========") and ln.strip("= ")]
     return "\n".join(keep[:12] + (keep[-1:] if len(keep) > 12 else []))
