@@ -63,3 +63,15 @@ MY_DEFINES = {
 }
 ''',
 }
+
+SOLUTIONS["05.feed"] = '''
+def ldmatrix_bytes_per_mma(wm, wn):
+    mi, ni = wm // 16, wn // 8
+    return (mi * 16 * 32 + ni * 8 * 32) / (mi * ni)
+'''
+
+# every mma loads its own two fragments: no reuse across the warp tile
+WRONG["05.feed"] = '''
+def ldmatrix_bytes_per_mma(wm, wn):
+    return 16 * 32 + 8 * 32
+'''
