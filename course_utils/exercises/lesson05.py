@@ -1,5 +1,5 @@
-"""Exercises of lesson 05: the tensor-core matmul (the swizzle, native or emulated, a new tile
-configuration in the generated header)."""
+"""Exercises of lesson 05: the tensor-core matmul (the swizzle, shared-memory bytes per mma of a
+warp tile, native or emulated from the SASS, a new tile configuration in the generated header)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,55 @@ def check_swizzle(swizzled_offset, report) -> None:
                        "XOR, chunk ^ ((row / (8 / chunks)) % chunks)")
     report.line("64- and 128-byte rows: every ldmatrix phase hits 8 bank groups (no conflict), "
                 "and the layout is mma.cu's")
+
+
+# --------------------------------------------------------------------------------------------
+# ≈ 585 TFLOP/s (the bf16 mma.sync ceiling measured on an H100) / 132 SMs / ≈ 1.9 GHz ≈ 2,300
+# FLOP per SM per clock = 0.57 m16n8k16 mma per clock; shared memory gives 128 B per clock
+BYTES_BUDGET = 128 / 0.57
+WARP_TILES = ((16, 8), (16, 16), (32, 32), (32, 64), (64, 32), (64, 64), (64, 128), (128, 64))
+
+FEED_STUB = '''
+def ldmatrix_bytes_per_mma(wm, wn):
+    """Bytes a warp reads from shared memory (ldmatrix) per mma.sync it issues, for a wm x wn
+    warp tile, over one k-step (every variant's mma reads 32 bytes of K)."""
+    ...
+'''
+
+
+def _feed(wm: int, wn: int) -> float:
+    mi, ni = wm // 16, wn // 8
+    return (mi * 16 * 32 + ni * 8 * 32) / (mi * ni)
+
+
+@exercise("05.feed", title="Can the warp tile feed the tensor cores?", stub=FEED_STUB,
+          answers=("ldmatrix_bytes_per_mma",), intro="""
+Per 32-byte k-step a warp of `mma.cu` loads MI = WM/16 fragments of A (16 rows × 32 bytes each)
+and NI = WN/8 fragments of B (8 columns × 32 bytes each) from shared memory, then issues
+MI × NI `mma.sync`, each fragment feeding several of them. Write the bytes read per mma.
+Why it matters: an SM's shared memory delivers 128 bytes per clock, and at the H100's measured
+bf16 ceiling (≈ 585 TFLOP/s over 132 SMs at ≈ 1.9 GHz) an SM issues ≈ 0.57 m16n8k16 mma per
+clock, so a warp tile that needs more than ≈ 225 bytes per mma starves the tensor cores however
+good the pipeline is. The check compares your numbers for eight warp tiles and prints which
+ones can keep up. No GPU needed.""")
+def check_feed(ldmatrix_bytes_per_mma, report) -> None:
+    for wm, wn in WARP_TILES:
+        got = ldmatrix_bytes_per_mma(wm, wn)
+        want = _feed(wm, wn)
+        expect(isinstance(got, int | float) and abs(got - want) < 1e-6,
+               f"ldmatrix_bytes_per_mma({wm}, {wn}) = {got!r}; expected {want:g} "
+               f"(MI = {wm // 16} A fragments of 512 B and NI = {wn // 8} B fragments of 256 B "
+               f"for {wm // 16 * (wn // 8)} mma)",
+               "(MI x 512 + NI x 256) bytes per k-step, shared by the MI x NI mma of that "
+               "k-step")
+    fed = [f"{wm}x{wn}" for wm, wn in WARP_TILES if _feed(wm, wn) <= BYTES_BUDGET]
+    starved = [f"{wm}x{wn} ({_feed(wm, wn):.0f} B)" for wm, wn in WARP_TILES
+               if _feed(wm, wn) > BYTES_BUDGET]
+    report.line(f"at most ≈ {BYTES_BUDGET:.0f} B per mma on an H100: fed: {', '.join(fed)}; "
+                f"starved: {', '.join(starved)}")
+    report.line("this is why mma.cu's warp tiles are 64x64 (128 B per mma), and one reason the "
+                "first mma kernel of the steps (32x32 warp tiles by default) stays far below "
+                "the ceiling")
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,52 +343,3 @@ def _run_config(config, report) -> None:
     report.line(f"4096³: {rates['yours']:.0f} TFLOP/s = {ratio:.0%} of the mma.sync ceiling "
                 f"({top:.0f}, same run), {rates['yours'] / rates['tuned']:.2f}x the tuned "
                 f"configuration; {verdict} the target (>= 60% of the ceiling)")
-
-
-# --------------------------------------------------------------------------------------------
-# ≈ 585 TFLOP/s (the bf16 mma.sync ceiling measured on an H100) / 132 SMs / ≈ 1.9 GHz ≈ 2,300
-# FLOP per SM per clock = 0.57 m16n8k16 mma per clock; shared memory gives 128 B per clock
-BYTES_BUDGET = 128 / 0.57
-WARP_TILES = ((16, 8), (16, 16), (32, 32), (32, 64), (64, 32), (64, 64), (64, 128), (128, 64))
-
-FEED_STUB = '''
-def ldmatrix_bytes_per_mma(wm, wn):
-    """Bytes a warp reads from shared memory (ldmatrix) per mma.sync it issues, for a wm x wn
-    warp tile, over one k-step (every variant's mma reads 32 bytes of K)."""
-    ...
-'''
-
-
-def _feed(wm: int, wn: int) -> float:
-    mi, ni = wm // 16, wn // 8
-    return (mi * 16 * 32 + ni * 8 * 32) / (mi * ni)
-
-
-@exercise("05.feed", title="Can the warp tile feed the tensor cores?", stub=FEED_STUB,
-          answers=("ldmatrix_bytes_per_mma",), intro="""
-Per 32-byte k-step a warp of `mma.cu` loads MI = WM/16 fragments of A (16 rows × 32 bytes each)
-and NI = WN/8 fragments of B (8 columns × 32 bytes each) from shared memory, then issues
-MI × NI `mma.sync`, each fragment feeding several of them. Write the bytes read per mma.
-Why it matters: an SM's shared memory delivers 128 bytes per clock, and at the H100's measured
-bf16 ceiling (≈ 585 TFLOP/s over 132 SMs at ≈ 1.9 GHz) an SM issues ≈ 0.57 m16n8k16 mma per
-clock, so a warp tile that needs more than ≈ 225 bytes per mma starves the tensor cores however
-good the pipeline is. The check compares your numbers for eight warp tiles and prints which
-ones can keep up. No GPU needed.""")
-def check_feed(ldmatrix_bytes_per_mma, report) -> None:
-    for wm, wn in WARP_TILES:
-        got = ldmatrix_bytes_per_mma(wm, wn)
-        want = _feed(wm, wn)
-        expect(isinstance(got, int | float) and abs(got - want) < 1e-6,
-               f"ldmatrix_bytes_per_mma({wm}, {wn}) = {got!r}; expected {want:g} "
-               f"(MI = {wm // 16} A fragments of 512 B and NI = {wn // 8} B fragments of 256 B "
-               f"for {wm // 16 * (wn // 8)} mma)",
-               "(MI x 512 + NI x 256) bytes per k-step, shared by the MI x NI mma of that "
-               "k-step")
-    fed = [f"{wm}x{wn}" for wm, wn in WARP_TILES if _feed(wm, wn) <= BYTES_BUDGET]
-    starved = [f"{wm}x{wn} ({_feed(wm, wn):.0f} B)" for wm, wn in WARP_TILES
-               if _feed(wm, wn) > BYTES_BUDGET]
-    report.line(f"at most ≈ {BYTES_BUDGET:.0f} B per mma on an H100: fed: {', '.join(fed)}; "
-                f"starved: {', '.join(starved)}")
-    report.line("this is why mma.cu's warp tiles are 64x64 (128 B per mma), and one reason the "
-                "first mma kernel of the steps (32x32 warp tiles by default) stays far below "
-                "the ceiling")
