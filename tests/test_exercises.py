@@ -89,3 +89,20 @@ def test_an_exception_in_student_code_is_reported_with_its_line():
     text = str(result)
     assert result.status == "not yet"
     assert "NameError" in text and "line 3 of your cell: return flop / seconds" in text, text
+
+
+# On a GPU the checks of lessons 05 and 06 go further than on a CPU: these make sure they did
+# (a GPU run must not pass through the CPU branch), with the lines the student would read.
+GPU_LINES = {
+    "05.config": ("matches float64 at", "of the mma.sync ceiling", "the target"),
+    "06.byok": ("(compiled Triton, cuda tensors)", "the registry is exactly as before"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("id", sorted(GPU_LINES))
+def test_gpu_checks_measure_and_say_so(id):
+    result = _run(exercises.get(id), ANSWERS[id][0], "solution_gpu")
+    assert result.passed, str(result)
+    for words in GPU_LINES[id]:
+        assert words in str(result), str(result)

@@ -227,7 +227,9 @@ def _check_registered(mine, find_mine, report) -> None:
         compare(mine(a, b), a @ b, what=f"your kernel on {m}x{n}x{k}", atol=1e-10, rtol=1e-10,
                 hint="mask the loads at the N and K edges (other=0.0) and the store at N; "
                      "advance both pointers by BLOCK_K each step")
-    report.line(f"registered as {mine.name}; matches a @ b at 1x1x1, 5x7x3, 17x33x20 and K = 0")
+    how = "the Triton interpreter" if env.TRITON_INTERPRET else "compiled Triton"
+    report.line(f"registered as {mine.name}; matches a @ b at 1x1x1, 5x7x3, 17x33x20 and K = 0 "
+                f"({how}, {device} tensors)")
     a = torch.randn(6, 8, dtype=torch.float64, device=device)
     b = torch.randn(8, 5, dtype=torch.float64, device=device)
     found = find_mine(a, b)
