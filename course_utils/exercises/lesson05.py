@@ -254,8 +254,8 @@ the default, fits in 99 KB, keeps the whole warp tile's accumulators in register
 a warp tile of at most 64 × 64 with fp32 accumulators) and needs at most 65,536 registers per
 block. The check compiles it for sm_90 with NVRTC and reads registers and stack from the CUBIN
 (no GPU needed); on a GPU it checks the result against float64 on awkward shapes, then times it
-at 4096³ against the same-run `mma.sync` ceiling and the tuned configuration, and prints a
-verdict.""")
+at 4096³ against the same-run `mma.sync` ceiling (target: 60% of it) and the tuned
+configuration, and prints a verdict.""")
 def check_config(defines, report) -> None:
     from course_utils import nvrtc, sass
     from kernels.matmul import autotune, mma
