@@ -46,6 +46,8 @@ _prepare_process()
 
 import torch  # noqa: E402  (after CUDA_HOME / TRITON_INTERPRET are settled)
 
+from course_utils import cuda_libs  # noqa: E402  (imports torch: after the set-up, too)
+
 HAS_CUDA: bool = torch.cuda.is_available()
 DEFAULT_DEVICE: str = "cuda" if HAS_CUDA else "cpu"
 STRICT: bool = os.environ.get("COURSE_STRICT", "") not in ("", "0")
@@ -281,20 +283,14 @@ def _need_cxx() -> str | None:
 
 
 def _need_nvrtc() -> str | None:
-    try:
-        from course_utils import nvrtc
-    except ImportError as err:  # the NVRTC lesson's module is not there
-        return f"course_utils.nvrtc unavailable ({err})"
-    return nvrtc.unavailable_reason()
+    return cuda_libs.nvrtc_unavailable_reason()
 
 
 def _need_libcudacxx() -> str | None:
     """libcu++ (``<cuda/std/...>``) for NVRTC: NVRTC has no host C++ standard library."""
     if reason := _need_nvrtc():
         return reason
-    from course_utils import nvrtc
-
-    if any((folder / "cuda" / "std").is_dir() for folder in nvrtc.include_dirs()):
+    if any((folder / "cuda" / "std").is_dir() for folder in cuda_libs.include_dirs()):
         return None
     return ("libcu++ headers (cuda/std/...) not found: install a CUDA toolkit (they are in "
             "include/cccl) or `pip install nvidia-cuda-cccl`")

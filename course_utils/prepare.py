@@ -32,12 +32,12 @@ def _extensions() -> list[tuple[str, Callable[[], object]]]:
             ("add op, load_inline", add_load_inline.build)]
 
 
-def _nvrtc() -> str:
+def _nvrtc(sources: list | None = None) -> str:
     from course_utils import nvrtc
 
     arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
     built = 0
-    for path in nvrtc.kernel_sources():
+    for path in sources or nvrtc.kernel_sources():
         for name, defines in nvrtc.examples(path):
             for output in ("cubin", "ptx"):
                 nvrtc.compile(path, name, defines=defines, arch=arch, output=output,
@@ -49,14 +49,20 @@ def _nvrtc() -> str:
 def _warm_kernels() -> str:
     import kernels
 
-    called = 0
+    called, failed = 0, []
     for op_name, op in kernels.OPS.items():
         case = op.cases[0]
         for dtype in op.dtypes:
             args = case.make(dtype, "cuda")
             for kernel in kernels.get_kernels(op_name, *args):
-                kernel(*args)
-                called += 1
+                try:  # one kernel's failure must not leave the others cold
+                    kernel(*args)
+                    called += 1
+                except Exception as err:
+                    failed.append(f"{kernel.name} {dtype}: {type(err).__name__}: {err}")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {called + len(failed)} calls failed: "
+                           + "; ".join(failed[:3]))
     return f"{called} kernel calls (Triton and torch.compile caches filled)"
 
 

@@ -1,10 +1,13 @@
 """``make run`` / ``python -m course_utils run``: execute every notebook headless, summarise.
 
 Each notebook runs top to bottom in a fresh kernel (nbclient), with ``notebooks/`` as the working
-directory, and is written with its outputs to ``var/executed/<name>.ipynb``. The summary table
-says, per notebook: status, seconds, code cells run, and the cells that ``%%requires`` skipped
-with the reason each printed ("skipped this cell: needs cuda: no CUDA GPU ..."). The exit status
-is non-zero when any notebook failed.
+directory, and is written with its outputs to ``var/executed/<name>.ipynb``. The kernel gets the
+project root on its ``PYTHONPATH``, so whichever Python runs it imports the course from this
+checkout, installed or not. The summary table says, per notebook: status, seconds, how many of
+them went to CUDA extension builds (each build of :mod:`course_utils.cuda_ext`, subprocesses
+included, appends a line to ``var/executed/<name>.builds.jsonl``), code cells run, and the cells
+that ``%%requires`` skipped with the reason each printed ("skipped this cell: needs cuda: no CUDA
+GPU ..."). The exit status is non-zero when any notebook failed.
 
     python -m course_utils run                 # every notebook
     python -m course_utils run 01 03           # notebooks whose file name contains 01 or 03
@@ -14,13 +17,15 @@ is non-zero when any notebook failed.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_utils import env
+from course_utils import cuda_ext, env
 
 NOTEBOOKS = env.ROOT / "notebooks"
 # the one line course_utils.env.requires prints for an unmet requirement
@@ -37,6 +42,8 @@ class Outcome:
     skipped: list[str] = field(default_factory=list)  # reasons, one per skipped cell
     error: str = ""
     executed_path: Path | None = None
+    build_seconds: float = 0.0  # in cuda_ext builds (compiling or loading an extension)
+    builds_compiled: int = 0  # of those builds, how many compiled
 
     @property
     def ok(self) -> bool:
@@ -70,6 +77,24 @@ def skipped_reasons(nb) -> list[str]:
     return reasons
 
 
+def kernel_environment(build_log: Path | None = None) -> dict[str, str]:
+    """The kernel's environment: this one, the project root first on ``PYTHONPATH`` (the course
+    imports from the checkout without an install) and, given, the build log to append to."""
+    path = os.pathsep.join(p for p in (str(env.ROOT), os.environ.get("PYTHONPATH")) if p)
+    kernel_env = {**os.environ, "PYTHONPATH": path}
+    if build_log is not None:
+        kernel_env[cuda_ext.BUILD_LOG_VARIABLE] = str(build_log)
+    return kernel_env
+
+
+def read_build_log(path: Path) -> tuple[float, int]:
+    """(seconds, compiled count) of the builds a log holds; (0, 0) when there is none."""
+    if not Path(path).exists():
+        return 0.0, 0
+    builds = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return sum(b["seconds"] for b in builds), sum(bool(b["compiled"]) for b in builds)
+
+
 def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
             kernel_name: str = "python3") -> Outcome:
     """Run one notebook in a fresh kernel and write the executed copy to ``out_dir``."""
@@ -90,9 +115,11 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     # The kernel process's own stderr (Kineto's profiler chatter, compiler noise) goes to a log
     # beside the executed notebook instead of the summary table's terminal.
     stderr_log = out_dir / (Path(path).stem + ".kernel-stderr.log")
+    build_log = out_dir / (Path(path).stem + ".builds.jsonl")
+    build_log.unlink(missing_ok=True)
     try:
         with stderr_log.open("w") as kernel_stderr:
-            client.execute(stderr=kernel_stderr)
+            client.execute(stderr=kernel_stderr, env=kernel_environment(build_log))
     except CellTimeoutError as err:
         status, error = "timeout", _first_line(err)
     except (CellExecutionError, DeadKernelError) as err:
@@ -102,10 +129,12 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     seconds = time.perf_counter() - start
     executed = out_dir / Path(path).name
     nbformat.write(nb, str(executed))
+    build_seconds, builds_compiled = read_build_log(build_log)
     return Outcome(notebook=Path(path).name, status=status, seconds=seconds,
                    cells_run=sum(1 for c in code_cells if c.get("execution_count") is not None),
                    cells=len(code_cells), skipped=skipped_reasons(nb), error=error,
-                   executed_path=executed)
+                   executed_path=executed, build_seconds=build_seconds,
+                   builds_compiled=builds_compiled)
 
 
 def _first_line(err: BaseException) -> str:
@@ -129,7 +158,10 @@ def summary_rows(outcomes: list[Outcome]) -> list[dict]:
         for r in o.skipped:
             reasons[r] = reasons.get(r, 0) + 1
         skipped = "; ".join(f"{n}× {r}" if n > 1 else r for r, n in reasons.items())
+        builds = f"{o.build_seconds:.1f}" + (f" ({o.builds_compiled} compiled)"
+                                              if o.builds_compiled else "")
         rows.append({"notebook": o.notebook, "status": o.status, "seconds": round(o.seconds, 1),
+                     "of which builds s": builds,
                      "cells run": f"{o.cells_run}/{o.cells}", "skipped": len(o.skipped),
                      "why skipped / error": o.error or skipped})
     return rows
@@ -162,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(stamped_table(summary_rows(outcomes), title="notebooks"))
+    total, builds = sum(o.seconds for o in outcomes), sum(o.build_seconds for o in outcomes)
+    print(f"{total:.0f} s in all, of which {builds:.0f} s building or loading CUDA extensions")
     where = outcomes[0].executed_path.parent if outcomes[0].executed_path else args.out
     print(f"executed notebooks are in {where}")
     return 0 if all(o.ok for o in outcomes) else 1

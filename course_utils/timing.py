@@ -224,3 +224,17 @@ def copy_bandwidth(nbytes: int = 1 << 28, device: str | None = None) -> float:
 def geomean(values: Iterable[float]) -> float:
     values = list(values)
     return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def verdict(expected: str, measured: str, holds: bool, why: str) -> str:
+    """One line about a claim on measured numbers, for a notebook to print instead of asserting.
+
+    A timing is a measurement, not a test: on a busy laptop or a shared CI machine a claim that
+    holds on a quiet GPU can miss, and a notebook must still run to the end. The line says what
+    was expected, what was measured and, when it does not hold here, why it may differ.
+    """
+    for arg, value in (("expected", expected), ("measured", measured), ("why", why)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"verdict: {arg} expected a non-empty str, got {value!r}")
+    outcome = "as expected" if holds else f"NOT here; it may differ because {why}"
+    return f"expected {expected}; measured {measured}: {outcome}"

@@ -99,3 +99,16 @@ def test_bad_input_to_the_raw_op_raises_and_the_process_survives():
     assert any("b expected the device of a" in ln for ln in lines), lines
     assert any("a expected float32, float64, float16 or bfloat16, got Int" in ln
                for ln in lines), lines
+
+
+def test_the_torch_check_probe_tells_a_crash_from_a_raise():
+    # kernels/add/torch_check_crash.py runs on the GPU box; its verdicts are checked here
+    from kernels.add import torch_check_crash as probe
+
+    assert probe.verdict({"rc": -11, "stdout": "", "stderr": ""}) == "CRASHED (signal 11)"
+    assert probe.verdict({"rc": 0, "stdout": "RAISED: add: b expected the shape\n",
+                          "stderr": ""}) == "RAISED: add: b expected the shape"
+    assert probe.verdict({"rc": 1, "stdout": "", "stderr": "ImportError: x"}).startswith("exit 1")
+    variants = probe.compilers()
+    assert next(iter(variants)) == "env CXX/CC (as the box sets them)"
+    assert all(flags in ([], probe.STATIC) for _, flags in variants.values())

@@ -91,6 +91,48 @@ def test_an_exception_in_student_code_is_reported_with_its_line():
     assert "NameError" in text and "line 3 of your cell: return flop / seconds" in text, text
 
 
+@pytest.mark.parametrize("lesson", sorted({e.lesson for e in EXERCISES}))
+def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
+    # the notebook's own cells, run by IPython as Jupyter would (its compiler, its linecache)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cells = notebook.notebook_stubs(notebook.lesson_notebook(lesson))
+    for ex in exercises.all_exercises(lesson):
+        capsys.readouterr()
+        assert shell.run_cell(cells[ex.id]["stub"]).success
+        assert shell.run_cell(cells[ex.id]["check"]).success
+        assert f"Exercise {ex.id} ({ex.title}): not attempted" in capsys.readouterr().out
+
+
+def test_what_the_gpu_children_compile_compiles_here(tmp_path):
+    # the children of lesson 03 run only on a GPU; what they hand to NVRTC is checked here
+    from course_utils import env, nvrtc
+    from course_utils.exercises import lesson03
+
+    if env.unmet("nvrtc"):
+        pytest.skip("needs NVRTC")
+    nvrtc.compile(lesson03.SCALE_CU, "scale", arch="sm_90", **lesson03.SCALE_OPTIONS)
+    silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
+    path = tmp_path / "silu_student.cu"
+    path.write_text(silu)
+    nvrtc.compile(path.read_text(), "silu_kernel", arch="sm_90", verbose=False)
+
+
+def test_the_gpu_child_runs_and_a_crash_names_its_case():
+    # the child process machinery, for real; without a GPU it stops at loading the kernel
+    from course_utils import env
+    from course_utils.exercises import lesson03
+
+    if env.HAS_CUDA:
+        pytest.skip("on a GPU the solution tests run the child for real")
+    silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
+    result = lesson03._run_child("silu", silu)
+    assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
+    with pytest.raises(exercises.Mismatch, match="crashed the GPU on the case 'loading the kern"):
+        lesson03._crash_mismatch(result, "hint")
+
+
 # On a GPU the checks of lessons 05 and 06 go further than on a CPU: these make sure they did
 # (a GPU run must not pass through the CPU branch), with the lines the student would read.
 GPU_LINES = {

@@ -27,7 +27,7 @@ needs_libcudacxx = pytest.mark.skipif(bool(LIBCUDACXX_MISSING), reason=LIBCUDACX
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """A private, empty cache (memory and disk) for one test."""
-    monkeypatch.setattr(nvrtc, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(nvrtc.cache, "cache_dir", lambda: tmp_path / "cache")
     nvrtc.clear_memory_cache()
     yield tmp_path / "cache"
     nvrtc.clear_memory_cache()
@@ -226,7 +226,7 @@ def test_cache_invalidation_says_why(kernel_file, cache, change, why, capsys):
 def test_cache_key_covers_the_nvrtc_version(kernel_file, cache, monkeypatch):
     args = dict(defines={"T": torch.float32, "N_ITEMS": 2}, arch="sm_90", verbose=False)
     nvrtc.compile(kernel_file, "scale", **args)
-    monkeypatch.setattr(nvrtc, "version_string", lambda: "99.9")
+    monkeypatch.setattr(nvrtc.compiler, "version_string", lambda: "99.9")
     assert nvrtc.compile(kernel_file, "scale", **args).cache.startswith(
         "built (NVRTC version changed")
 
@@ -287,12 +287,10 @@ def test_headers_are_found_automatically(cache):
 
 
 def test_torch_flags_switch_off_half_operators(cache):
-    from course_utils import _nvrtc_compat
-
     source = ('#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* a, const __half* b)'
               " {\n    a[0] = a[0] + b[0];\n}\n")
     nvrtc.compile(source, "k", arch="sm_90", verbose=False)
-    flags = _nvrtc_compat.torch_nvrtc_flags()
+    flags = nvrtc.torch_compat.torch_nvrtc_flags()
     assert "-D__CUDA_NO_HALF_OPERATORS__" in flags
     with pytest.raises(nvrtc.CompileError, match=r"<source>\(3\): error: no operator \"\+\""):
         nvrtc.compile(source, "k", arch="sm_90", options=flags, verbose=False)

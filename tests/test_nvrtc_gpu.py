@@ -4,7 +4,7 @@ memory, and torch.cuda._compile_kernel on whatever torch is installed."""
 import pytest
 import torch
 
-from course_utils import _nvrtc_compat, env, nvrtc
+from course_utils import env, nvrtc
 
 pytestmark = pytest.mark.gpu
 AXPY = env.ROOT / "kernels" / "add" / "axpy.cu"
@@ -99,12 +99,13 @@ extern "C" __global__ void add_f(const float* a, const float* b, float* out, int
 def test_torch_compile_kernel_on_this_torch():
     """The seed's one-liner, through the shim that knows each torch's signature. torch passes
     Python ints as C int, so the kernel takes ``int n`` (a ``long long`` would read garbage)."""
-    if reason := _nvrtc_compat.torch_compile_kernel_reason():
+    if reason := nvrtc.torch_compat.torch_compile_kernel_reason():
         pytest.skip(reason)
     a, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
-    names = ["add_f", *(["add_t<float>"] if _nvrtc_compat.torch_allows_template_names() else [])]
+    templates_ok = nvrtc.torch_compat.torch_allows_template_names()
+    names = ["add_f", *(["add_t<float>"] if templates_ok else [])]
     for name in names:
         out = torch.zeros_like(a)
-        kernel = _nvrtc_compat.torch_compile_kernel(TORCH_SEED, name)
+        kernel = nvrtc.torch_compat.torch_compile_kernel(TORCH_SEED, name)
         kernel(grid=(4, 1, 1), block=(256, 1, 1), args=[a, b, out, 1000])
         torch.testing.assert_close(out, a + b)

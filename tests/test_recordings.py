@@ -74,6 +74,7 @@ def test_skipped_cell_shows_its_recording(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(env, "STRICT", False)
     shell = InteractiveShell.instance()
     shell.run_cell("%load_ext course_utils")
+    capsys.readouterr()  # ("already loaded" when another test loaded it in this process)
     assert shell.run_cell("%%requires never\nran = 1").success
     out = capsys.readouterr().out
     assert out.startswith("skipped this cell: needs never: the test says no\n── recorded on")
@@ -92,3 +93,24 @@ def test_committed_recordings_stay_small():
     assert total < 5e6, f"docs/recordings holds {total / 1e6:.1f} MB (budget 5 MB)"
     for path in files:
         assert path.stat().st_size < 600e3, f"{path} is {path.stat().st_size / 1e3:.0f} kB"
+
+
+def test_a_really_executed_notebook_records_its_figure(tmp_path):
+    # the path `make record` takes on a GPU, here with a cell whose requirement is met
+    from course_utils import run_notebooks
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext course_utils"),
+                nbformat.v4.new_code_cell(
+                    "%%requires cxx\nimport matplotlib.pyplot as plt\nprint('drawn')\n"
+                    "plt.plot([1, 2], [3, 4]);")]
+    path = tmp_path / "01_fig.ipynb"
+    nbformat.write(nb, str(path))
+    outcome = run_notebooks.execute(path, timeout=120, out_dir=tmp_path / "out")
+    assert outcome.ok, outcome.error
+    executed = json.loads(outcome.executed_path.read_text())
+    written = recordings.record_notebook(executed, "01_fig", ENV, tmp_path / "rec")
+    (cell,) = json.loads(written.read_text())["cells"]
+    assert cell["outputs"][0] == {"text": "drawn\n"}
+    (image,) = [o["image"] for o in cell["outputs"] if "image" in o]
+    assert (tmp_path / "rec" / "01_fig" / image).read_bytes().startswith(b"\x89PNG")

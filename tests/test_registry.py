@@ -186,3 +186,9 @@ def test_kernels_registered_from_a_user_module_need_no_course_edit(tmp_path, mon
         assert my_kernels.KERNEL in get_kernels("add", x, x, where=lambda k: "author" in k.meta)
     finally:
         kernels.unregister(my_kernels.KERNEL)
+
+
+@pytest.mark.parametrize("variant", ["", "two\nlines", 3])
+def test_a_variant_must_be_a_one_line_name(variant):
+    with pytest.raises(ValueError, match="variant expected a non-empty one-line name"):
+        kernels.register("gelu", "test_named", variant, fn=lambda x: x)

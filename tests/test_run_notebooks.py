@@ -53,3 +53,21 @@ def test_selectors_pick_notebooks(tmp_path):
     assert [p.name for p in picked] == ["02_b.ipynb", "03_c.ipynb"]
     assert len(run_notebooks.find_notebooks([], tmp_path)) == 3
     assert run_notebooks.main(["--folder", str(tmp_path), "nothing-matches"]) == 2
+
+
+BUILD_CELL = """
+import json, os
+from course_utils import env
+assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(env.ROOT)
+with open(os.environ["COURSE_BUILD_LOG"], "a") as log:  # as two cuda_ext builds would
+    log.write(json.dumps({"name": "a", "seconds": 1.5, "compiled": True}) + "\\n")
+    log.write(json.dumps({"name": "b", "seconds": 0.25, "compiled": False}) + "\\n")
+"""
+
+
+def test_the_kernel_imports_from_the_checkout_and_builds_are_summed(tmp_path, lax):
+    path = _notebook(tmp_path / "04_builds.ipynb", BUILD_CELL)
+    outcome = run_notebooks.execute(path, timeout=120, out_dir=tmp_path / "out")
+    assert outcome.status == "ok", outcome.error
+    assert (outcome.build_seconds, outcome.builds_compiled) == (1.75, 1)
+    assert run_notebooks.summary_rows([outcome])[0]["of which builds s"] == "1.8 (1 compiled)"

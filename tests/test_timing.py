@@ -103,3 +103,12 @@ def test_sweep_without_tqdm_still_shows_progress(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # importing tqdm now raises ImportError
     assert timing.sweep(lambda n: -n, [1, 2], desc="bare box") == [-1, -2]
     assert "bare box: 2/2" in capsys.readouterr().err
+
+
+def test_verdict_says_what_was_expected_measured_and_why_it_may_differ():
+    line = timing.verdict("A > 2x B", "A = 3.0x B", True, "a busy machine")
+    assert line == "expected A > 2x B; measured A = 3.0x B: as expected"
+    line = timing.verdict("A > 2x B", "A = 1.1x B", False, "a busy machine")
+    assert line.endswith("NOT here; it may differ because a busy machine")
+    with pytest.raises(ValueError, match="verdict: why expected a non-empty str, got ''"):
+        timing.verdict("A", "B", True, "")

@@ -44,11 +44,14 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import sys
+import textwrap
 import traceback
 import types
 from collections.abc import Callable, Sequence
@@ -181,19 +184,18 @@ def load_cell(source: str, label: str = "cell") -> dict:
 
 
 def _fingerprint(obj) -> object:
-    """What identifies an answer's code: compiled code for functions, text for sources."""
+    """What identifies an answer's code, whatever compiled it (a notebook cell, a module):
+    the syntax tree of a function's source (comments and layout ignored), text for sources."""
     obj = getattr(obj, "fn", obj)  # a @triton.jit kernel wraps the Python function
     if isinstance(obj, types.FunctionType):
-        return _code_print(obj.__code__)
+        try:
+            return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(obj))))
+        except (OSError, TypeError, SyntaxError):  # no source to read: what the code names
+            code = obj.__code__
+            return tuple(map(repr, code.co_consts)), code.co_names, code.co_varnames
     if isinstance(obj, str):
         return tuple(ln.strip() for ln in obj.splitlines() if ln.strip())
     return ("value", repr(obj))
-
-
-def _code_print(code: types.CodeType) -> tuple:
-    consts = tuple(_code_print(c) if isinstance(c, types.CodeType) else repr(c)
-                   for c in code.co_consts)
-    return code.co_code, consts, code.co_names, code.co_varnames
 
 
 def _has_ellipsis(obj) -> bool:

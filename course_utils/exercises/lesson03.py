@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,6 +23,8 @@ from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercis
 CUDA_DIR = env.ROOT / "course_utils" / "exercises" / "cuda"
 SCALE_CU = CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256
+# line numbers in compute-sanitizer's report (a file's own, thanks to nvrtc's #line directive)
+SCALE_OPTIONS = {"options": ["-lineinfo"], "verbose": False}
 
 
 def _compile(source: str, name: str, label: str, **kwargs):
@@ -55,16 +58,18 @@ def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
     done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
                           capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
                           env=_child_env())
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if lines:
-        return json.loads(lines[-1])
+    said = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if said and "case" not in said[-1]:
+        return said[-1]  # the verdict
+    # it died: name the case it was running (its last progress line) and the error
     tail = [ln for ln in (done.stderr or "").splitlines() if ln.strip()][-1:]
-    return {"crash": tail[0] if tail else f"exit status {done.returncode}"}
+    return {"crash": tail[0] if tail else f"exit status {done.returncode}",
+            "case": said[-1]["case"] if said else "loading the kernel"}
 
 
 def _crash_mismatch(result: dict, case_hint: str) -> None:
     if "crash" in result:
-        raise Mismatch(f"your kernel crashed the GPU ({result.get('case', 'a case')}): "
+        raise Mismatch(f"your kernel crashed the GPU on the case {result['case']!r}: "
                        f"{result['crash']}", case_hint)
     if "mismatch" in result:
         raise Mismatch(result["mismatch"], result.get("hint", case_hint))
@@ -125,13 +130,15 @@ def check_silu(source, report) -> None:
 def _silu_child(path: str) -> dict:
     from course_utils import nvrtc
 
-    kernel = nvrtc.kernel(path, "silu_kernel", verbose=False)
+    # the student's source as a string: a .cu *file* must have the header marker, a string not
+    kernel = nvrtc.kernel(Path(path).read_text(), "silu_kernel", verbose=False)
     base = torch.randn(4099 + 2, device="cuda")
     cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
              for n in (0, 1, 3, 4, 7, 4099)]
     cases.append(("misaligned input x[1:]", base[1:1001], torch.empty(1000, device="cuda")))
     cases.append(("misaligned output", base[:1000], torch.empty(1001, device="cuda")[1:]))
     for label, x, y in cases:
+        print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
         kernel(x, y, x.numel(), grid=max(1, -(-x.numel() // (4 * BLOCK))), block=BLOCK)
         torch.cuda.synchronize()
         try:
@@ -170,9 +177,9 @@ def _bug_line() -> int:
 def sanitize_scale(source: str | None = None) -> str:
     """Run ``compute-sanitizer --tool memcheck`` on the scale kernel (the given one, or a fixed
     source) in a child process and return its report (GPU and CUDA toolkit needed)."""
-    from kernels.gelu.bench import sanitizer_path
+    from course_utils import sanitizer
 
-    tool = sanitizer_path()
+    tool = sanitizer.path()
     if tool is None:
         raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
     path = SCALE_CU
@@ -193,7 +200,7 @@ def sanitize_scale(source: str | None = None) -> str:
 def _scale_child(path: str) -> dict:
     from course_utils import nvrtc
 
-    kernel = nvrtc.kernel(path, "scale", verbose=False, options=["-lineinfo"])
+    kernel = nvrtc.kernel(path, "scale", **SCALE_OPTIONS)
     n = 4095  # not a multiple of the block: thread i == n exists, and x[n] is past x
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)

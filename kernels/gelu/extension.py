@@ -5,9 +5,12 @@
 * :func:`build_inline`: ``load_inline`` through :func:`course_utils.cuda_ext.build`, into
   ``var/build/gelu_cuda_inline``.
 
-Both are cached: a second call with unchanged sources only imports the library, so the notebook
-and the tests share one compile. The cold build time is written next to the library when it is
-compiled, so a later (cached) call can still say how long compiling took, and when.
+Both go through the course's one build path, :mod:`course_utils.cuda_ext` (a lock per build
+directory, cold builds in private directories), and both are cached: a second call with unchanged
+sources only imports the library, so the notebook and the tests share one compile. The cold build
+time is written next to the library when it is compiled
+(:func:`course_utils.cuda_ext.cold_build` reads it), so a later (cached) call can still say how
+long compiling took, and when.
 
 The registry's ``gelu/cuda[naive]`` and ``gelu/cuda[vectorized]`` build lazily, on first call,
 through :func:`build_inline`.
@@ -15,20 +18,12 @@ through :func:`build_inline`.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import fcntl
-import importlib.util
-import json
-import os
 import re
-import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from course_utils import cuda_ext
+from course_utils.sass import cuda_tool  # noqa: F401  (cuobjdump, nvdisasm: one lookup)
 from kernels.gelu import FLOAT_DTYPES
 from kernels.registry import register
 
@@ -37,95 +32,29 @@ CU_FILE = SOURCE_DIR / "gelu.cu"
 CPP_FILE = SOURCE_DIR / "gelu_binding.cpp"
 SETUP_FILE = SOURCE_DIR / "setup.py"
 SETUP_NAME = "gelu_cuda_setup"  # the module name in setup.py
+SETUP_DIR = "gelu_setup"  # var/build/gelu_setup
 INLINE_NAME = "gelu_cuda_inline"
-_COLD = "cold_build.json"  # written beside a freshly compiled library
-
-
-@contextlib.contextmanager
-def _locked(directory: Path):
-    """One build per directory at a time (pytest workers and a notebook may race)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _remember_cold_build(directory: Path, seconds: float) -> None:
-    info = {"seconds": round(seconds, 2), "arch": cuda_ext.arch_list(),
-            "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "cpus": os.cpu_count()}
-    (directory / _COLD).write_text(json.dumps(info))
-
-
-def cold_build(directory: Path) -> dict | None:
-    """How long the compile that produced the library in ``directory`` took (None: unknown)."""
-    path = Path(directory) / _COLD
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def build_setup(fresh: bool = False) -> cuda_ext.Build:
     """``python setup.py build_ext`` into ``var/build/gelu_setup``, timed; import the module.
 
     Skips the compile when the library is newer than ``gelu.cu``, ``gelu_binding.cpp`` and
-    ``setup.py`` (``fresh=True`` always compiles).
+    ``setup.py``; ``fresh=True`` compiles in a private directory (a cold build).
     """
-    cuda_ext.check_toolchain(SETUP_NAME)
-    directory = cuda_ext.build_dir("gelu_setup")
-    start = time.perf_counter()
-    with _locked(directory):
-        libraries = sorted(directory.glob(f"{SETUP_NAME}*.so"))
-        newest_source = max(p.stat().st_mtime for p in (CU_FILE, CPP_FILE, SETUP_FILE))
-        stale = not libraries or libraries[0].stat().st_mtime < newest_source
-        if fresh or stale:
-            for old in libraries:
-                old.unlink()
-            command = [sys.executable, str(SETUP_FILE), "build_ext", "--force",
-                       "--build-lib", str(directory), "--build-temp", str(directory / "tmp")]
-            run_env = {**os.environ, "TORCH_CUDA_ARCH_LIST": cuda_ext.arch_list()}
-            done = subprocess.run(command, cwd=SOURCE_DIR, env=run_env, capture_output=True,
-                                  text=True)
-            if done.returncode != 0:
-                tail = (done.stdout + done.stderr)[-3000:]
-                raise RuntimeError(f"setup.py build_ext failed (exit {done.returncode}):\n{tail}")
-            _remember_cold_build(directory, time.perf_counter() - start)
-        library = sorted(directory.glob(f"{SETUP_NAME}*.so"))[0]
-    module = sys.modules.get(SETUP_NAME)
-    if module is None or getattr(module, "__file__", None) != str(library):
-        spec = importlib.util.spec_from_file_location(SETUP_NAME, library)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[SETUP_NAME] = module
-    return cuda_ext.Build(name=SETUP_NAME, module=module, seconds=time.perf_counter() - start,
-                          compiled=fresh or stale, directory=directory)
+    return cuda_ext.build_setup(SETUP_NAME, SETUP_FILE, [CU_FILE, CPP_FILE], fresh=fresh,
+                                directory_name=SETUP_DIR)
 
 
 def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
     """The same two source files through ``load_inline`` (:func:`course_utils.cuda_ext.build`)."""
-    result = cuda_ext.build(INLINE_NAME, cpp_sources=[CPP_FILE.read_text()],
-                            cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose)
-    if result.compiled:
-        _remember_cold_build(result.directory, result.seconds)
-    return result
+    return cuda_ext.build(INLINE_NAME, cpp_sources=[CPP_FILE.read_text()],
+                          cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose)
 
 
 def library_path(result: cuda_ext.Build) -> Path:
     """The shared library a build produced (for ``cuobjdump``)."""
     return Path(result.module.__file__)
-
-
-def cuda_tool(name: str) -> str | None:
-    """``cuobjdump`` / ``nvdisasm``: from PATH, the CUDA toolkit, or the copy Triton ships."""
-    if found := shutil.which(name):
-        return found
-    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name]
-    with contextlib.suppress(ImportError):
-        import triton
-
-        candidates.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
-    return next((str(p) for p in candidates if p.exists()), None)
 
 
 def machine_code(result: cuda_ext.Build, what: str = "sass") -> str:

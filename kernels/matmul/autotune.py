@@ -3,7 +3,8 @@
 Each candidate is a different generated header, so a different NVRTC program: compiling one
 takes well under a second (cached after the first time), which is what makes a sweep over
 configurations practical here and impractical with a 30-second ``load_inline`` build per point.
-Winners are stored in ``var/mma_autotune/<device>.json`` and read by :func:`best_config`.
+Winners are stored per problem size in ``var/mma_autotune/<device>.json`` and read by
+:func:`best_config`, which picks the one tuned at the nearest size.
 """
 
 from __future__ import annotations
@@ -52,10 +53,18 @@ def _save(data: dict) -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
-def best_config(v: str | mma.Variant) -> mma.Config:
-    """The stored winner for this GPU and variant, else the default configuration."""
-    found = _store().get(mma.variant(v).name) if env.HAS_CUDA else None
-    return mma.Config(**found["config"]) if found else mma.DEFAULT_CONFIG
+def best_config(v: str | mma.Variant, shape: tuple[int, int, int] | None = None) -> mma.Config:
+    """The stored winner for this GPU and variant (tuned at the problem size nearest to
+    ``shape``, by volume), else the default configuration."""
+    import math
+
+    found = _store().get(mma.variant(v).name, {}) if env.HAS_CUDA else {}
+    if not found:
+        return mma.DEFAULT_CONFIG
+    volume = math.prod(shape) if shape else None
+    best = min(found.values(), key=lambda entry: 0 if volume is None else
+               abs(math.log(math.prod(entry["problem"]) / max(volume, 1))))
+    return mma.Config(**best["config"])
 
 
 def fits(config: mma.Config, v: mma.Variant) -> bool:
@@ -97,7 +106,7 @@ def tune(v: str | mma.Variant, m: int = 4096, n: int = 4096, k: int = 4096,
     trials.sort(key=lambda trial: trial.ms)
     if save and trials:
         data = _store()
-        data[v.name] = {"config": asdict(trials[0].config), "rate": trials[0].rate,
-                        "problem": [m, n, k]}
+        data.setdefault(v.name, {})[f"{m}x{n}x{k}"] = {
+            "config": asdict(trials[0].config), "rate": trials[0].rate, "problem": [m, n, k]}
         _save(data)
     return trials

@@ -234,7 +234,7 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
         records.append(results.Record(lesson=LESSON, what=f"profile {name}: kernel time per call",
                                       value=p.kernel_time_ms * 1e3, unit=time_unit))
         labels = profiling.kernel_labels(p.kernels)
-        kernels = ", ".join(f"`{labels[k]}` ×{profiling._fmt_count(c)}"
+        kernels = ", ".join(f"`{labels[k]}` ×{profiling.format_count(c)}"
                             for k, c, _ in p.top_kernels(5))
         lines.append(f"- **{name}**: {kernels}")
     records.append(results.Note(lesson=LESSON, text="\n".join(lines)))

@@ -92,16 +92,17 @@ def measure(variants=None, sizes=SIZES, tune: bool = True) -> list[Point]:
     cap = torch.cuda.get_device_capability()
     chosen = [mma.variant(v) for v in (variants or mma.VARIANTS)]
     chosen = [v for v in chosen if mma.gpu_reason(v, cap) is None]
-    if tune:
+    if tune:  # compiles are cached, so the second size costs only the timing
         for name in dict.fromkeys(family(v) for v in chosen):
-            trials = autotune.tune(name, 8192, 8192, 8192)
-            print(f"tuned {name}: " + ", ".join(f"{t.config.short()} {t.rate:.0f}"
-                                                for t in trials[:3]))
+            for n in sizes:
+                trials = autotune.tune(name, n, n, n)
+                print(f"tuned {name} at {n}: " + ", ".join(
+                    f"{t.config.short()} {t.rate:.0f}" for t in trials[:3]))
     points = []
     for v in timing.progress(chosen, "variants"):
         top = ceiling.mma_ceiling(v)
-        config = autotune.best_config(family(v))
         for n in sizes:
+            config = autotune.best_config(family(v), (n, n, n))
             a, b = autotune.operands(v, n, n, n)
             packed_a, bt = mma.prepare(v, a, b)
             out = torch.empty(n, n, dtype=v.out, device="cuda")
@@ -129,7 +130,7 @@ def plot(points: list[Point], n: int = 8192, name: str = "mma_variants"):
                [p.peer for p in pts if p.peer], marker="o", color="#d62728",
                label="cuBLAS peer, same run")
     ax.set_xticks(list(xs), [p.variant for p in pts], rotation=60, ha="right", fontsize=8)
-    ax.legend(loc="upper left", fontsize=8)
+    plots.legend_outside(ax, fontsize=8)
     return fig, plots.save(fig, name)
 
 

@@ -19,6 +19,7 @@ import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 
 from course_utils import plots
+from kernels.matmul.mma import swizzle  # the one definition: the kernel's layout
 
 FIELDS = ("bm", "bn", "bk_bytes", "wm", "wn", "stages")
 CHUNK = 16  # bytes: one ldmatrix row, one cp.async, one vector load
@@ -60,24 +61,6 @@ def check_config(config) -> None:
     if config.stages < 2:
         raise ValueError(f"config.stages expected 2 or more (one loading, one computing), "
                          f"got {config.stages}")
-
-
-def swizzle(row: int, chunk: int, chunks_per_row: int) -> int:
-    """The physical 16-byte chunk of logical ``(row, chunk)`` in the kernel's shared tiles.
-
-    A tile row holds one K slice (``chunks_per_row`` chunks of 16 bytes). 8 chunks span the 32
-    banks, so ``8 // chunks_per_row`` consecutive rows share one 128-byte bank row. ldmatrix
-    reads one chunk column of 8 consecutive rows per phase: unswizzled, those land in only
-    ``chunks_per_row`` bank groups (conflicts). XOR-ing the chunk with the bank-row index
-    ``(row // (8 // C)) % C`` sends the 8 rows to 8 different groups, and as a bijection within
-    each row it moves data without leaving holes. Writers (cp.async) and readers (ldmatrix)
-    apply the same function."""
-    if chunks_per_row not in (1, 2, 4, 8):
-        raise ValueError(f"chunks_per_row expected 1, 2, 4 or 8, got {chunks_per_row}")
-    if row < 0 or not 0 <= chunk < chunks_per_row:
-        raise ValueError(f"(row, chunk) expected row >= 0 and 0 <= chunk < {chunks_per_row}, "
-                         f"got ({row}, {chunk})")
-    return chunk ^ ((row // (8 // chunks_per_row)) % chunks_per_row)
 
 
 def bank_group(row: int, physical_chunk: int, chunks_per_row: int) -> int:

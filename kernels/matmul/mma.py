@@ -169,7 +169,20 @@ DEFAULT_CONFIG = Config(bm=128, bn=256, wm=64, wn=64, bk_bytes=64, stages=4)
 
 
 def swizzle(row: int, chunk: int, chunks_per_row: int) -> int:
-    """The physical 16-byte chunk of logical ``chunk`` in ``row``: mma.cu's ``swizzled()``."""
+    """The physical 16-byte chunk of logical ``(row, chunk)``: mma.cu's ``swizzled()``.
+
+    A tile row holds one K slice (``chunks_per_row`` chunks of 16 bytes). 8 chunks span the 32
+    banks, so ``8 // chunks_per_row`` consecutive rows share one 128-byte bank row. ldmatrix
+    reads one chunk column of 8 consecutive rows per phase: unswizzled, those land in only
+    ``chunks_per_row`` bank groups (conflicts). XOR-ing the chunk with the bank-row index
+    ``(row // (8 // C)) % C`` sends the 8 rows to 8 different groups, and as a bijection within
+    each row it moves data without leaving holes. Writers (cp.async) and readers (ldmatrix)
+    apply the same function."""
+    if chunks_per_row not in (1, 2, 4, 8):
+        raise ValueError(f"chunks_per_row expected 1, 2, 4 or 8, got {chunks_per_row}")
+    if row < 0 or not 0 <= chunk < chunks_per_row:
+        raise ValueError(f"(row, chunk) expected row >= 0 and 0 <= chunk < {chunks_per_row}, "
+                         f"got ({row}, {chunk})")
     return chunk ^ ((row // (8 // chunks_per_row)) % chunks_per_row)
 
 
@@ -275,7 +288,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0:
         return out.zero_()
-    launch(v, *prepare(v, a, b), out, config or best_config(v))
+    launch(v, *prepare(v, a, b), out, config or best_config(v, (a.shape[0], b.shape[1],
+                                                                 a.shape[1])))
     return out
 
 

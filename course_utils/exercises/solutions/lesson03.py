@@ -23,7 +23,7 @@ extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __res
 SOLUTIONS = {
     "03.silu": _SILU,
     "03.oob": '''
-BUG_LINE = 6                     # `if (i > n) return;` lets thread i == n through
+BUG_LINE = 7                     # `if (i > n) return;` lets thread i == n through
 FIXED_LINE = "    if (i >= n) return;"
 ''',
     "03.index": '''
@@ -45,7 +45,7 @@ extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __res
 ''',
     # the line compute-sanitizer points at, not the one that lets the thread through
     "03.oob": '''
-BUG_LINE = 7
+BUG_LINE = 8
 FIXED_LINE = "    if (i < n) y[i] = a * x[i];"
 ''',
     "03.index": '''

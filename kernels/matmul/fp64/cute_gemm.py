@@ -8,12 +8,12 @@ in which each thread computes one element of ``out``. As in that example the sum
 ``out`` itself (a read and a write of global memory per step of K, the simplest code the DSL
 compiles); the CUDA version in ``gemm.cu`` keeps it in a register, which is faster.
 
-CuTe DSL compiles from source files (kernels defined in ``exec``'d strings, such as a notebook
-cell, are refused), which is one more reason the kernel lives in this file.
+The DSL reads a kernel's Python source to compile it (a kernel defined in an ``exec``'d string
+is refused); in this file it is also importable by the tests, the benchmark and the notebook.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the DSL reads the argument annotations
+# (cute.Tensor, cuda.CUstream) as objects, not as strings.
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 
+from course_utils import env
 from kernels.registry import Kernel
 
 PROVIDERS = ("triton", "nvrtc", "cute_dsl")
@@ -79,10 +80,11 @@ def check(provider: str, tile: tuple[int, ...]) -> Callable[..., str | None]:
 
     def supports(a: torch.Tensor, b: torch.Tensor) -> str | None:
         if provider == "triton":
-            from kernels.gelu.triton_gelu import triton_device_check
-
-            if reason := triton_device_check(a, b):
-                return reason
+            # compiled Triton reads GPU memory; the interpreter (no GPU) reads CPU memory
+            want = "cpu" if env.TRITON_INTERPRET else "cuda"
+            if a.device.type != want:
+                how = "Triton's interpreter" if want == "cpu" else "compiled Triton"
+                return f"{how} needs tensors on {want}, got a on {a.device.type}"
         m, k = a.shape
         n = b.shape[1]
         if max(m, n, k) >= 2**31:

@@ -1,0 +1,264 @@
+"""Loading and launching NVRTC-compiled kernels (needs a GPU).
+
+:func:`load` puts a :class:`~course_utils.nvrtc.compiler.Compiled` kernel on a GPU through the
+CUDA driver API (``cuModuleLoadData``) and returns a :class:`Kernel`. A launch checks the
+arguments against the kernel's parameter list, read from its source, before calling the driver:
+a wrong count or type is a Python ``TypeError``, not a crashed process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import os
+import re
+import threading
+from collections.abc import Sequence
+
+import torch
+
+from course_utils import cuda_libs, env
+from course_utils.nvrtc.compiler import Compiled, compile
+from course_utils.nvrtc.source import DTYPE_CTYPES, strip_comments
+
+_lock = threading.Lock()
+
+
+class NoGPUError(RuntimeError):
+    """Loading or launching was asked for on a machine without a usable CUDA GPU."""
+
+
+_SCALARS: dict[str, tuple[type, str]] = {
+    # C++ parameter type -> (ctypes type, Python kind)
+    "int": (ctypes.c_int32, "int"), "int32_t": (ctypes.c_int32, "int"),
+    "signed int": (ctypes.c_int32, "int"),
+    "unsigned": (ctypes.c_uint32, "int"), "unsigned int": (ctypes.c_uint32, "int"),
+    "uint32_t": (ctypes.c_uint32, "int"),
+    "long long": (ctypes.c_int64, "int"), "long": (ctypes.c_int64, "int"),
+    "int64_t": (ctypes.c_int64, "int"), "long long int": (ctypes.c_int64, "int"),
+    "unsigned long long": (ctypes.c_uint64, "int"), "uint64_t": (ctypes.c_uint64, "int"),
+    "size_t": (ctypes.c_uint64, "int"),
+    "float": (ctypes.c_float, "float"), "double": (ctypes.c_double, "float"),
+    "bool": (ctypes.c_bool, "bool"),
+}
+_CTYPE_DTYPES = {ctype: dtype for dtype, (ctype, _) in DTYPE_CTYPES.items()}
+_CTYPE_DTYPES.update({"half": torch.float16, "nv_bfloat16": torch.bfloat16,
+                      "int32_t": torch.int32, "int64_t": torch.int64, "uint8_t": torch.uint8,
+                      "int8_t": torch.int8, "char": torch.int8})
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    ctype: str  # base type after aliases, e.g. "__nv_bfloat16"
+    pointer: bool
+    spelled: str  # as written in the source
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return _CTYPE_DTYPES.get(self.ctype.removeprefix("cuda::std::"))
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "<([" and 1 or 0
+        depth -= ch in ">)]" and 1 or 0
+        if ch == sep and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [p.strip() for p in [*parts, cur] if p.strip()]
+
+
+def parameters(compiled: Compiled) -> list[Param]:
+    """The kernel's parameters, read from its source, with aliases and template arguments
+    resolved. ValueError when the parameter list is beyond this simple reader."""
+    code = strip_comments(compiled.program)
+    base = compiled.name.split("<", 1)[0].strip()
+    match = re.search(r"(template\s*<(?P<tparams>[^{;]*?)>\s*)?__global__[^;{(]*?\b"
+                      + re.escape(base) + r"\s*\((?P<params>[^)]*)\)", code, re.S)
+    if not match:
+        raise ValueError(f"could not find the parameter list of {base}")
+    aliases = dict(compiled.aliases)
+    aliases.update(re.findall(r"using\s+(\w+)\s*=\s*([^;]+);", code))
+    if match.group("tparams") and "<" in compiled.name:
+        names = [p.split()[-1].split("=")[0] for p in _split_top(match.group("tparams"))]
+        args = _split_top(compiled.name.split("<", 1)[1].rsplit(">", 1)[0])
+        aliases.update(zip(names, args, strict=False))
+    params = []
+    for spelled in _split_top(match.group("params")):
+        words = re.sub(r"\b(const|volatile|__restrict__|__restrict|restrict)\b", " ",
+                       spelled.replace("*", " * ").replace("&", " & ")).split()
+        if not words or "&" in words or "[" in spelled:
+            raise ValueError(f"{base}: cannot pass parameter {spelled!r} from Python")
+        pointer = "*" in words
+        words = [w for w in words if w != "*"]
+        pname, ctype = words[-1], " ".join(words[:-1])
+        for _ in range(8):  # follow alias chains
+            ctype = aliases.get(ctype, ctype).strip()
+            ctype = re.sub(r"\b(const|volatile)\b|^(cuda::)?std::|^::", "", ctype).strip()
+            if "*" in ctype:
+                pointer, ctype = True, ctype.replace("*", "").strip()
+        params.append(Param(pname, ctype, pointer, spelled))
+    return params
+
+
+class Kernel:
+    """A loaded kernel: ``kernel(*args, grid=..., block=..., shared_mem=0, stream=None)``.
+
+    Tensors go to pointer parameters, Python numbers to scalar parameters; both are checked
+    against the parameter list before the launch.
+    """
+
+    def __init__(self, compiled: Compiled, device: int):
+        self.compiled = compiled
+        self.device = device
+        self.params = parameters(compiled)
+        lib = cuda_libs.driver_library()
+        module, func = ctypes.c_void_p(), ctypes.c_void_p()
+        with torch.cuda.device(device):
+            _ensure_context(device)
+            cuda_libs.check_driver(lib.cuModuleLoadData(ctypes.byref(module), compiled.binary),
+                                f"loading {compiled.name} ({compiled.output} for "
+                                f"{compiled.arch})")
+            cuda_libs.check_driver(lib.cuModuleGetFunction(ctypes.byref(func), module,
+                                                        compiled.lowered_name.encode()),
+                                f"finding {compiled.lowered_name}")
+        self._module, self._func = module, func
+        self._shared_configured = 48 * 1024
+
+    def __repr__(self) -> str:
+        sig = ", ".join(p.spelled for p in self.params)
+        return f"<nvrtc.Kernel {self.compiled.name}({sig}) on cuda:{self.device}>"
+
+    def __call__(self, *args, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1,
+                 shared_mem: int = 0, stream: torch.cuda.Stream | None = None) -> None:
+        grid, block = _dims("grid", grid), _dims("block", block)
+        if grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
+            raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
+        if block[0] * block[1] * block[2] > 1024:
+            raise ValueError(f"block expected at most 1024 threads, got {block}")
+        if not isinstance(shared_mem, int) or shared_mem < 0:
+            raise ValueError(f"shared_mem expected a byte count >= 0, got {shared_mem!r}")
+        values = check_args(self.compiled.name, self.params, args, self.device)
+        if shared_mem > self._shared_configured:
+            self.set_shared_memory(shared_mem)
+        lib = cuda_libs.driver_library()
+        # cuLaunchKernel takes an array of pointers to the argument values (kept alive here)
+        pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        stream = stream or torch.cuda.current_stream(self.device)
+        with contextlib.ExitStack() as guard:
+            if torch.cuda.current_device() != self.device:
+                guard.enter_context(torch.cuda.device(self.device))
+            cuda_libs.check_driver(lib.cuLaunchKernel(self._func, *grid, *block, shared_mem,
+                                                   ctypes.c_void_p(stream.cuda_stream),
+                                                   pointers, None),
+                                f"launching {self.compiled.name}")
+
+    def set_shared_memory(self, nbytes: int) -> None:
+        """Allow ``nbytes`` of dynamic shared memory (> 48 KB needs this opt-in)."""
+        limit = torch.cuda.get_device_properties(self.device).shared_memory_per_block_optin
+        if nbytes > limit:
+            raise ValueError(f"shared_mem={nbytes} bytes exceeds this GPU's per-block limit "
+                             f"of {limit} bytes")
+        attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        cuda_libs.check_driver(cuda_libs.driver_library().cuFuncSetAttribute(self._func, attribute,
+                                                                        nbytes),
+                            "setting the dynamic shared memory size")
+        self._shared_configured = nbytes
+
+
+def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> list:
+    """The ctypes values for a launch of ``name``: raises TypeError naming the argument when
+    the count or a type does not match the parameter list (before anything reaches the GPU)."""
+    if len(args) != len(params):
+        sig = ", ".join(p.spelled for p in params)
+        raise TypeError(f"{name} takes {len(params)} arguments ({sig}), "
+                        f"got {len(args)}")
+    values = []
+    for i, (param, arg) in enumerate(zip(params, args, strict=True)):
+        where = f"{name}: argument {i} ({param.spelled})"
+        if isinstance(arg, ctypes._SimpleCData):  # escape hatch: the caller knows best
+            values.append(arg)
+        elif param.pointer:
+            if not isinstance(arg, torch.Tensor):
+                raise TypeError(f"{where} expected a CUDA tensor, got "
+                                f"{type(arg).__name__}")
+            if arg.device != torch.device("cuda", device):
+                raise TypeError(f"{where} expected a tensor on cuda:{device}, "
+                                f"got one on {arg.device}")
+            if param.dtype is not None and arg.dtype != param.dtype and param.ctype != "void":
+                raise TypeError(f"{where} expected a {param.dtype} tensor "
+                                f"({param.ctype}), got {arg.dtype}")
+            values.append(ctypes.c_void_p(arg.data_ptr()))
+        else:
+            if param.ctype not in _SCALARS:
+                raise TypeError(f"{where}: cannot pass a {param.ctype} from Python; "
+                                "pass a ctypes value")
+            ctype, kind = _SCALARS[param.ctype]
+            ok = {"int": isinstance(arg, int) and not isinstance(arg, bool),
+                  "float": isinstance(arg, int | float) and not isinstance(arg, bool),
+                  "bool": isinstance(arg, bool)}[kind]
+            if not ok:
+                raise TypeError(f"{where} expected a Python {kind}, got "
+                                f"{type(arg).__name__}")
+            if kind == "int":
+                bits = ctypes.sizeof(ctype) * 8
+                low = 0 if ctype in (ctypes.c_uint32, ctypes.c_uint64) else -2**(bits - 1)
+                high = 2**bits if low == 0 else 2**(bits - 1)
+                if not low <= arg < high:
+                    raise TypeError(f"{where}: {arg} does not fit in {param.ctype}")
+            values.append(ctype(arg))
+    return values
+
+
+def _dims(what: str, value) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise ValueError(f"{what} expected 1-3 positive ints, got {value!r}")
+    return (*dims, *(1,) * (3 - len(dims)))
+
+
+def _ensure_context(device: int) -> None:
+    """Make the device's primary context current on this thread (torch creates it lazily)."""
+    torch.empty(1, device=f"cuda:{device}")
+    ctx = ctypes.c_void_p()
+    cuda_libs.check_driver(cuda_libs.driver_library().cuCtxGetCurrent(ctypes.byref(ctx)),
+                        "getting the context")
+    if not ctx.value:
+        torch.cuda.synchronize(device)
+
+
+_loaded: dict[tuple[str, int], Kernel] = {}
+
+
+def load(compiled: Compiled, device: int | None = None) -> Kernel:
+    """Load a compiled kernel onto a GPU (once per device) and return it, ready to launch."""
+    if not torch.cuda.is_available():
+        raise NoGPUError(f"cannot load {compiled.name}: {'; '.join(env.unmet('cuda'))}. "
+                         "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
+    if not compiled.lowered_name:
+        raise ValueError("this program was compiled without a kernel name (name=None): "
+                         "compile it with the kernel's name to load it")
+    device = torch.cuda.current_device() if device is None else device
+    cap = torch.cuda.get_device_capability(device)
+    have = f"sm_{cap[0]}{cap[1]}"
+    if compiled.output == "cubin" and compiled.arch.rstrip("af") != have:
+        raise ValueError(f"{compiled.name} is CUBIN for {compiled.arch}; this GPU is {have}. "
+                         f"Compile with arch=None (this GPU) or output='ptx'.")
+    with _lock:
+        if (compiled.key, device) not in _loaded:
+            _loaded[(compiled.key, device)] = Kernel(compiled, device)
+        return _loaded[(compiled.key, device)]
+
+
+def kernel(source: str | os.PathLike, name: str, **compile_kwargs) -> Kernel:
+    """Compile for this GPU (cached) and load: the one call a notebook usually needs."""
+    if not torch.cuda.is_available():
+        raise NoGPUError(f"cannot launch {name}: {'; '.join(env.unmet('cuda'))}. "
+                         "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
+    return load(compile(source, name, **compile_kwargs))
+
