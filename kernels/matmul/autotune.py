@@ -23,10 +23,8 @@ CANDIDATES = (
     mma.Config(128, 256, 64, 64, 64, 4),
     mma.Config(128, 256, 64, 64, 64, 3),
     mma.Config(256, 128, 64, 64, 64, 4),
-    mma.Config(128, 256, 64, 64, 128, 3),
     mma.Config(256, 128, 64, 64, 128, 3),
     mma.Config(128, 128, 64, 64, 64, 4),
-    mma.Config(128, 128, 64, 64, 128, 4),
     mma.Config(128, 128, 64, 32, 64, 5),
     mma.Config(64, 128, 32, 64, 64, 4),
     # 64 x 128 warp tiles: 64 accumulator registers a thread in fp16, 128 in fp32 (which spills)

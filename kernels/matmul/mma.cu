@@ -38,11 +38,14 @@ using b_t = __nv_bfloat16;  // storage type of B's elements
 using acc_t = float;        // accumulator: float, __half or int
 using out_t = __nv_bfloat16;
 constexpr bool INT4 = false;  // operands are packed 4-bit integers (low nibble first)
-constexpr int BM = 128, BN = 128;  // thread-block tile of C
-constexpr int WM = 64, WN = 64;    // warp tile of C
+constexpr int BM = 128;            // thread-block tile of C: BM x BN
+constexpr int BN = 128;
+constexpr int WM = 64;             // warp tile of C: WM x WN
+constexpr int WN = 64;
 constexpr int BK_BYTES = 64;       // K slice per pipeline stage, in bytes (64 or 128)
 constexpr int STAGES = 4;          // shared-memory ring depth
 constexpr int GROUP_M = 8;         // block rows that share B tiles in L2 (launch order)
+constexpr bool VARY_OPERANDS = true;  // mma_ceiling only: change operands every iteration
 // ==== kernel: everything above this line is replaced by the generated header ====
 
 using u32 = cuda::std::uint32_t;
@@ -312,10 +315,12 @@ mma_matmul(const a_t* __restrict__ A, const b_t* __restrict__ B, out_t* __restri
 
 // ---- the instruction's own ceiling -----------------------------------------------------------
 // How fast can mma() go with no memory traffic at all? Each warp keeps CEIL_A x CEIL_B
-// independent accumulator chains (enough to hide the instruction's latency) and, every
-// iteration, changes its operand registers: with loop-invariant operands the compiler would hoist
-// an emulated instruction's conversions out of the loop (fp8 on sm_90) and report a rate no real
-// matmul can see. Launched with several warps per SM; the result is written so nothing is dead.
+// independent accumulator chains (enough to hide the instruction's latency). With VARY_OPERANDS
+// it changes its operand registers every iteration: with loop-invariant operands the compiler
+// hoists an emulated instruction's conversions out of the loop (fp8 on sm_90) and reports a rate
+// no real matmul can see. For a native instruction there is nothing to hoist, and the invariant
+// loop (VARY_OPERANDS = false) measures the instruction alone. Launched with several warps per
+// SM; the result is written so nothing is dead.
 constexpr int CEIL_A = 4, CEIL_B = 4;
 
 extern "C" __global__ void mma_ceiling(u32* __restrict__ out, int iterations) {
@@ -334,14 +339,16 @@ extern "C" __global__ void mma_ceiling(u32* __restrict__ out, int iterations) {
         for (int i = 0; i < CEIL_A; ++i)
 #pragma unroll
             for (int j = 0; j < CEIL_B; ++j) mma(acc[i][j], a[i], b[j]);
+        if constexpr (VARY_OPERANDS) {
 #pragma unroll
-        for (int i = 0; i < CEIL_A; ++i)
+            for (int i = 0; i < CEIL_A; ++i)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) a[i][r] ^= it;
+                for (int r = 0; r < 4; ++r) a[i][r] ^= it;
 #pragma unroll
-        for (int j = 0; j < CEIL_B; ++j)
+            for (int j = 0; j < CEIL_B; ++j)
 #pragma unroll
-            for (int r = 0; r < 2; ++r) b[j][r] ^= it;
+                for (int r = 0; r < 2; ++r) b[j][r] ^= it;
+        }
     }
     u32 sum = 0;
 #pragma unroll

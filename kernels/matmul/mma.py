@@ -186,15 +186,18 @@ def swizzle(row: int, chunk: int, chunks_per_row: int) -> int:
     return chunk ^ ((row // (8 // chunks_per_row)) % chunks_per_row)
 
 
-def defines(v: str | Variant, config: Config = DEFAULT_CONFIG) -> dict[str, object]:
-    """The Python values mma.cu's header is generated from."""
-    return {**variant(v).defines, **config.defines}
+def defines(v: str | Variant, config: Config = DEFAULT_CONFIG,
+            vary_operands: bool = True) -> dict[str, object]:
+    """The Python values mma.cu's header is generated from (``vary_operands``: the ceiling
+    kernel's loop, see kernels/matmul/ceiling.py)."""
+    return {**variant(v).defines, **config.defines, "VARY_OPERANDS": vary_operands}
 
 
 def compile_mma(v: str | Variant, config: Config = DEFAULT_CONFIG, arch=None, *,
-                name: str = KERNEL, **kwargs) -> nvrtc.Compiled:
+                name: str = KERNEL, vary_operands: bool = True, **kwargs) -> nvrtc.Compiled:
     """Compile mma.cu for a variant and config (no GPU needed; ``arch`` as in nvrtc.compile)."""
-    return nvrtc.compile(SOURCE, name, defines=defines(v, config), arch=arch, **kwargs)
+    return nvrtc.compile(SOURCE, name, defines=defines(v, config, vary_operands), arch=arch,
+                         **kwargs)
 
 
 # -- what a GPU and a problem allow -----------------------------------------------------------
