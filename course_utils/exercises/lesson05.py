@@ -288,8 +288,12 @@ def check_config(defines, report) -> None:
            "keep WM x WN at most 64 x 64 for fp32 accumulators")
     needs("nvrtc")
     try:
-        compiled = nvrtc.compile(mma.SOURCE, mma.KERNEL, defines=defines, arch="sm_90",
-                                 output="cubin", verbose=False)
+        # mma.cu also holds the ceiling kernel: its own header names (not the matmul's) come
+        # from mma.defines, so a later one does not make a correct answer fail
+        theirs = {k: v for k, v in mma.defines("bf16").items()
+                  if k not in mma.VARIANTS["bf16"].defines and k not in TILE_KEYS}
+        compiled = nvrtc.compile(mma.SOURCE, mma.KERNEL, defines={**theirs, **defines},
+                                 arch="sm_90", output="cubin", verbose=False)
     except nvrtc.CompileError as err:
         first = [ln for ln in str(err).splitlines() if "error" in ln][:3]
         raise Mismatch("mma.cu does not compile with these defines:\n"
