@@ -17,7 +17,7 @@ def _run(ex, source: str, label: str) -> exercises.Result:
 
 
 def test_every_lesson_has_three_exercises():
-    for lesson in ("01", "02", "03", "04"):
+    for lesson in ("01", "02", "03", "04", "05", "06"):
         assert len(exercises.all_exercises(lesson)) >= 3, lesson
 
 
@@ -131,3 +131,20 @@ def test_the_gpu_child_runs_and_a_crash_names_its_case():
     assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
     with pytest.raises(exercises.Mismatch, match="crashed the GPU on the case 'loading the kern"):
         lesson03._crash_mismatch(result, "hint")
+
+
+# On a GPU the checks of lessons 05 and 06 go further than on a CPU: these make sure they did
+# (a GPU run must not pass through the CPU branch), with the lines the student would read.
+GPU_LINES = {
+    "05.config": ("matches float64 at", "of the mma.sync ceiling", "the target"),
+    "06.byok": ("(compiled Triton, cuda tensors)", "the registry is exactly as before"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("id", sorted(GPU_LINES))
+def test_gpu_checks_measure_and_say_so(id):
+    result = _run(exercises.get(id), ANSWERS[id][0], "solution_gpu")
+    assert result.passed, str(result)
+    for words in GPU_LINES[id]:
+        assert words in str(result), str(result)
