@@ -177,12 +177,14 @@ def note(fig, text: str) -> None:
 
 
 def _lowest_text(fig) -> float:
-    """The bottom, in figure coordinates, of the texts already placed under the axes."""
+    """The bottom, in figure coordinates, of the texts already placed under the axes and of the
+    axes themselves with their tick labels and axis label (rotated labels reach far down)."""
     renderer = fig.canvas.get_renderer()
     to_fig = fig.transFigure.inverted().transform
     bottoms = [to_fig((0, t.get_window_extent(renderer).y0))[1] for t in fig.texts
                if t.get_position()[1] < 0.05]
-    return min(bottoms, default=0.0)
+    bottoms += [to_fig((0, ax.get_tightbbox(renderer).y0))[1] for ax in fig.axes]
+    return min([0.0, *bottoms])
 
 
 def stamp(fig) -> None:
