@@ -181,7 +181,9 @@ def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> 
     values = []
     for i, (param, arg) in enumerate(zip(params, args, strict=True)):
         where = f"{name}: argument {i} ({param.spelled})"
-        if isinstance(arg, ctypes._SimpleCData):  # escape hatch: the caller knows best
+        if isinstance(arg, ctypes._SimpleCData | ctypes.Structure):
+            # escape hatch: the caller knows best (a ctypes.Structure goes by value, e.g. a
+            # TMA descriptor for a `const __grid_constant__ CUtensorMap` parameter)
             values.append(arg)
         elif param.pointer:
             if not isinstance(arg, torch.Tensor):
