@@ -82,3 +82,6 @@ mma.register_variants()
 
 # lesson 06's FP64 GEMMs register themselves on import (nothing is compiled until first use)
 from kernels.matmul import fp64  # noqa: E402, F401, I001
+
+# lesson 07's Hopper kernels (TMA + wgmma) register themselves the same way
+from kernels.matmul import hopper  # noqa: E402, F401, I001

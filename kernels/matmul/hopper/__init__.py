@@ -1,0 +1,15 @@
+"""Lesson 07: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation.
+
+* ``wgmma.cu``: the kernels, one per step, and the ``wgmma`` instruction ceiling;
+* :mod:`~kernels.matmul.hopper.wgmma`: variants, steps, compiling, launching, registration;
+* :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
+* :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;
+* :mod:`~kernels.matmul.hopper.timeline`: what the pipeline did, drawn as a Gantt chart.
+
+Importing registers every (step, variant) as ``("matmul", "wgmma", "step<N>_<variant>")``;
+nothing is compiled until a kernel is first called.
+"""
+
+from kernels.matmul.hopper import wgmma
+
+wgmma.register_all()

@@ -1,0 +1,159 @@
+"""Lesson 07's measurements: each step of the Hopper matmul against the ``wgmma`` ceiling and
+cuBLAS, in one process.
+
+* the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);
+* the staircase in bf16 at 4096³ and 8192³: lesson 05's ``mma.sync`` kernel, then steps 1-4,
+  each beside ``torch.mm`` (cuBLAS) measured in the same run;
+* the last step in fp16 (``torch.mm``) and fp8 (``torch._scaled_mm`` with unit scales), and in
+  bf16 at shapes that are not squares or not tile multiples;
+* what a caller pays: the registered kernel called as a user calls it
+  (``kernels.get_kernel(...)(a, b)``), back to back and one call between two events;
+* the pipeline's timeline per step (:mod:`~kernels.matmul.hopper.timeline`), saved for CPU
+  students beside the results.
+
+``make bench`` calls :func:`run`; notebook 07 reads the records.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils import env, results, timing
+from kernels.matmul.hopper import ceiling, timeline, wgmma
+
+LESSON = "07_hopper_matmul"
+SIZES = (4096, 8192)
+SHAPES = ((2048, 2048, 2048), (8192, 1024, 8192), (4000, 4000, 4096))  # (M, N, K)
+
+
+def operands(v: wgmma.Variant, m: int, n: int, k: int):
+    """Fresh random A [M, K] row-major and B [K, N] column-major, scaled so sums stay O(1)."""
+    a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+    b = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b).t()
+    return a, b
+
+
+def peer(v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
+    """(name, callable) of cuBLAS for these types through PyTorch, or None where it has none."""
+    if v.a.itemsize == 2:
+        return "torch.mm (cuBLAS)", lambda: torch.mm(a, b)
+    one = torch.ones((), device=a.device)
+    call = lambda: torch._scaled_mm(a, b, one, one, out_dtype=v.out)  # noqa: E731
+    try:
+        call()
+    except (RuntimeError, ValueError):  # cuBLAS has no e5m2 x e5m2 kernel
+        return None
+    return "torch._scaled_mm (cuBLAS)", call
+
+
+def rate(fn, flop: int, name: str) -> float:
+    return timing.tflops(flop, timing.benchmark(fn, device="cuda", name=name).median)
+
+
+def bare_launch(s: wgmma.Step, v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
+    """The kernel alone: operands checked and output allocated once, outside the timing."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device="cuda")
+    bt = b.t()
+    return lambda: wgmma.launch(s, v, a, bt, out)
+
+
+def one_call_between_events(fn, flop: int) -> float:
+    """TFLOP/s of a single call timed as a student's timer does: two events around it."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(5):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return timing.tflops(flop, sorted(times)[len(times) // 2])
+
+
+def staircase(size: int, ceilings: dict[str, float]) -> list[results.Record]:
+    """bf16 at size³: lesson 05's mma.sync kernel, then every step, each beside cuBLAS."""
+    from kernels.matmul import mma
+
+    v = wgmma.variant("bf16")
+    a, b = operands(v, size, size, size)
+    flop = timing.matmul_flop(size, size, size)
+    cublas = rate(lambda: torch.mm(a, b), flop, "torch.mm")
+    rows = [("05 mma.sync (lesson 05)", rate(lambda: mma.matmul(a, b, "bf16"), flop, "mma"))]
+    for s in wgmma.STEPS.values():
+        rows.append((f"{s.name}: {s.idea}", rate(bare_launch(s, v, a, b), flop, s.name)))
+    return [results.Record(LESSON, f"bf16 {name} {size}^3", value, "TFLOP/s",
+                           ceilings["bf16"], "wgmma bf16 ceiling, same run",
+                           cublas, "torch.mm (cuBLAS), same run") for name, value in rows]
+
+
+def best_step(v: wgmma.Variant, m: int, n: int, k: int,
+              ceilings: dict[str, float]) -> list[results.Record]:
+    """The last step at one shape: bare launch, registered call, one call between events."""
+    import kernels
+
+    s = wgmma.BEST
+    a, b = operands(v, m, n, k)
+    flop = timing.matmul_flop(m, n, k)
+    shape = f"{m}x{n}x{k}" if len({m, n, k}) > 1 else f"{m}^3"
+    found = peer(v, a, b)
+    pair = dict(peer=rate(found[1], flop, found[0]), peer_what=f"{found[0]}, same run") \
+        if found else {}
+    top = dict(ceiling=ceilings[v.name], ceiling_what=f"wgmma {v.name} ceiling, same run")
+    registered = kernels.get_kernel("matmul", "wgmma", f"{s.name}_{v.name}")
+    return [
+        results.Record(LESSON, f"{v.name} {s.name} {shape}", rate(bare_launch(s, v, a, b), flop,
+                       s.name), "TFLOP/s", **top, **pair),
+        results.Record(LESSON, f"{v.name} {s.name} {shape} registered call, back to back",
+                       rate(lambda: registered(a, b), flop, "registered"), "TFLOP/s", **top,
+                       **pair),
+        results.Record(LESSON, f"{v.name} {s.name} {shape} registered call, one call between "
+                       "events", one_call_between_events(lambda: registered(a, b), flop),
+                       "TFLOP/s", **top, **pair),
+    ]
+
+
+def capture_timelines(path=None, m: int = 2048, n: int = 2048, k: int = 1024):
+    """Timelines of every step at one problem, saved as ``<results>/<device>-timeline.json``."""
+    captured = {f"{s.name}: {s.idea}": timeline.capture(s.number, m, n, k)
+                for s in wgmma.STEPS.values()}
+    path = path or results.results_dir() / f"{env.device_slug()}-timeline.json"
+    timeline.save(captured, path)
+    for label, events in captured.items():
+        print(f"  {label[:60]:60s} consumers waited {timeline.bubble_fraction(events):.0%}")
+    return path
+
+
+def run(quick: bool = False) -> list[results.Record]:
+    if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()
+                                  if torch.cuda.is_available() else None):
+        print(f"lesson 07 benchmark skipped: {reason}")
+        return []
+    names = [n for n in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2") if n in wgmma.VARIANTS]
+    found = {n: ceiling.wgmma_ceiling(n, repetitions=2 if quick else 5) for n in names}
+    for c in found.values():
+        print(f"  {c}")
+    ceilings = {n: c.tflops for n, c in found.items()}
+    records = [results.Record(LESSON, f"wgmma {n} instruction ceiling (spread "
+                              f"{c.spread:.1%} over {c.repetitions} runs)", c.tflops, "TFLOP/s")
+               for n, c in found.items()]
+    sizes = (2048,) if quick else SIZES
+    for size in sizes:
+        records += staircase(size, ceilings)
+        for n in names:
+            records += best_step(wgmma.variant(n), size, size, size, ceilings)
+    for m, n, k in ((1024, 1024, 1024),) if quick else SHAPES:
+        records += best_step(wgmma.variant("bf16"), m, n, k, ceilings)
+    if not quick:
+        print(f"  timelines -> {capture_timelines()}")
+    table(records)
+    return records
+
+
+def table(records: list[results.Record]) -> None:
+    print(f"{'what':78s} {'TFLOP/s':>8s} {'/ceiling':>9s} {'/cuBLAS':>8s}")
+    for r in records:
+        ratio_c = f"{r.value / r.ceiling:9.2f}" if r.ceiling else " " * 9
+        ratio_p = f"{r.value / r.peer:8.2f}" if r.peer else " " * 8
+        print(f"{r.what[:78]:78s} {r.value:8.0f} {ratio_c} {ratio_p}")

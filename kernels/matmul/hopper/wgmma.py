@@ -1,0 +1,294 @@
+"""Lesson 07's Hopper matmul: ``wgmma.cu``'s kernels as steps, in every dtype variant.
+
+A *variant* is a choice of types (bf16, fp16, fp8 e4m3 or e5m2; always fp32 accumulation) and
+with it one ``wgmma`` instruction; a *step* is one kernel of ``wgmma.cu`` with its tile shape,
+ring depth and launch (the staircase of the lesson). The types become the generated header, the
+shapes the kernel's template arguments, so each (step, variant) is one NVRTC program for
+``sm_90a``: compiled in about a second, cached in memory and under ``var/nvrtc_cache/``.
+
+Operands as lesson 05 takes them: A ``[M, K]`` row-major, B ``[K, N]`` column-major (``b.t()``
+contiguous), any M and N, K a multiple of the instruction's K (16, or 32 for fp8). fp8 variants
+return bf16, as ``torch._scaled_mm(..., out_dtype=torch.bfloat16)`` does with unit scales.
+
+Each (step, variant) is registered as ``("matmul", "wgmma", "step<N>_<variant>")``;
+``supports()`` says in plain words what it cannot run (not a Hopper GPU, layout, alignment, K).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from course_utils import nvrtc
+from kernels.matmul.hopper import tma
+
+SOURCE = Path(__file__).with_name("wgmma.cu")
+ARCH = "sm_90a"  # the "a": wgmma and setmaxnreg exist on this one architecture only
+K_TILE = 128  # bytes of K per tile (wgmma.cu's K_TILE)
+WARPGROUP = 128
+
+F8_E4M3 = getattr(torch, "float8_e4m3fn", None)
+F8_E5M2 = getattr(torch, "float8_e5m2", None)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One ``wgmma`` instruction and the types around it."""
+
+    name: str
+    a: torch.dtype
+    b: torch.dtype
+    out: torch.dtype
+    ptx: str  # the instruction, with N left open
+
+    @property
+    def k_step(self) -> int:
+        """K per instruction: every variant reads 32 bytes of K per wgmma."""
+        return 32 // torch.empty(0, dtype=self.a).element_size()
+
+    @property
+    def defines(self) -> dict[str, object]:
+        return {"a_t": self.a, "b_t": self.b, "out_t": self.out}
+
+
+def _variants() -> dict[str, Variant]:
+    bf16, f16 = torch.bfloat16, torch.float16
+    found = [
+        Variant("bf16", bf16, bf16, bf16, "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16"),
+        Variant("fp16", f16, f16, f16, "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16"),
+    ]
+    if F8_E4M3 is not None and F8_E5M2 is not None:
+        found += [
+            Variant("fp8_e4m3", F8_E4M3, F8_E4M3, bf16,
+                    "wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"),
+            Variant("fp8_e5m2", F8_E5M2, F8_E5M2, bf16,
+                    "wgmma.mma_async.sync.aligned.m64nNk32.f32.e5m2.e5m2"),
+        ]
+    return {v.name: v for v in found}
+
+
+VARIANTS: dict[str, Variant] = _variants()
+
+
+def variant(name: str | Variant) -> Variant:
+    if isinstance(name, Variant):
+        return name
+    if name not in VARIANTS:
+        raise ValueError(f"variant expected one of {', '.join(VARIANTS)}, got {name!r}")
+    return VARIANTS[name]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the staircase: a kernel of wgmma.cu, its shapes and how it is launched."""
+
+    number: int
+    kernel: str  # the template in wgmma.cu
+    idea: str  # what this step adds, in one line
+    bm: int = 128  # output tile: bm x bn
+    bn: int = 128
+    stages: int = 1  # ring slots (1: no ring)
+    consumers: int = 1  # warpgroups that issue wgmma
+    group_m: int = 1  # tile rows walked together (grouped order); 1: row by row
+    persistent: bool = False  # one block per SM looping over tiles, instead of one per tile
+
+    @property
+    def name(self) -> str:
+        return f"step{self.number}"
+
+    @property
+    def template(self) -> str:
+        """The kernel's name as NVRTC instantiates it, e.g. ``wgmma_pipelined<128, 128, 4>``."""
+        args = {"wgmma_basic": (self.bm, self.bn),
+                "wgmma_pipelined": (self.bm, self.bn, self.stages),
+                "wgmma_specialized": (self.bm, self.bn, self.stages, self.consumers,
+                                      self.group_m)}[self.kernel]
+        return f"{self.kernel}<{', '.join(map(str, args))}>"
+
+    @property
+    def specialized(self) -> bool:
+        return self.kernel == "wgmma_specialized"
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (self.consumers + (1 if self.specialized else 0))
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory: the ring, plus 1 KB to align it to the swizzle's 1024 bytes."""
+        return self.stages * (self.bm + self.bn) * K_TILE + 1024
+
+    def grid(self, m: int, n: int, sms: int) -> int:
+        tiles = -(-m // self.bm) * -(-n // self.bn)
+        return min(tiles, sms) if self.persistent else tiles
+
+
+STEPS: dict[int, Step] = {s.number: s for s in (
+    Step(1, "wgmma_basic", "TMA loads a K tile, one warpgroup multiplies it with wgmma; "
+         "no overlap"),
+    Step(2, "wgmma_pipelined", "a 4-slot ring with full/empty mbarriers: TMA runs ahead of "
+         "wgmma", stages=4),
+    Step(3, "wgmma_specialized", "warp specialisation: a producer warpgroup, two consumer "
+         "warpgroups, setmaxnreg", stages=4, consumers=2),
+    Step(4, "wgmma_specialized", "128x256 tiles, a persistent grid in grouped tile order: the "
+         "producer loads the next tile during the epilogue", bn=256, stages=4, consumers=2,
+         group_m=8, persistent=True),
+)}
+BEST = STEPS[max(STEPS)]
+
+
+def step(number: int | Step) -> Step:
+    if isinstance(number, Step):
+        return number
+    if number not in STEPS:
+        raise ValueError(f"step expected one of {', '.join(map(str, STEPS))}, got {number!r}")
+    return STEPS[number]
+
+
+def defines(v: str | Variant, *, timeline: bool = False,
+            bounded_waits: bool = True) -> dict[str, object]:
+    """The Python values ``wgmma.cu``'s header is generated from."""
+    return {**variant(v).defines, "TIMELINE": timeline, "TIMELINE_BLOCKS": TIMELINE_BLOCKS,
+            "TIMELINE_EVENTS": TIMELINE_EVENTS, "BOUNDED_WAITS": bounded_waits}
+
+
+TIMELINE_BLOCKS = 8  # blocks that record a timeline (timeline.py reads these back)
+TIMELINE_EVENTS = 1024  # events per role and block
+ROLES = 3  # producer, consumer 0, consumer 1
+
+
+def compile_step(s: int | Step, v: str | Variant, *, timeline: bool = False,
+                 **kwargs) -> nvrtc.Compiled:
+    """Compile one step for one variant (no GPU needed; for sm_90a unless ``arch`` is given)."""
+    kwargs.setdefault("arch", ARCH)
+    return nvrtc.compile(SOURCE, step(s).template, defines=defines(v, timeline=timeline),
+                         **kwargs)
+
+
+# -- what a GPU and a problem allow -----------------------------------------------------------
+
+
+def gpu_reason(capability: tuple[int, int] | None) -> str | None:
+    """Why the Hopper kernels cannot run on a GPU of ``capability`` (None: they can)."""
+    if capability is None:
+        return "needs a CUDA GPU (wgmma and TMA: Hopper, sm_90)"
+    if capability == (9, 0):
+        return None
+    arch = f"sm_{capability[0]}{capability[1]}"
+    if capability < (9, 0):
+        return (f"wgmma and TMA exist on Hopper (sm_90) only; this GPU is {arch}: see lesson "
+                "05's mma.sync kernel")
+    return (f"wgmma is Hopper's (sm_90a) and does not run on {arch}: Blackwell multiplies with "
+            "tcgen05 instead")
+
+
+def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why this variant cannot compute ``a @ b`` (None: it can). Shapes already line up."""
+    v = variant(v)
+    for arg, t, want in (("a", a, v.a), ("b", b, v.b)):
+        if t.dtype != want:
+            return f"wgmma {v.name} takes {arg} of {str(want)[6:]}, got {str(t.dtype)[6:]}"
+    if not a.is_cuda or not b.is_cuda:
+        return f"needs CUDA tensors, got a on {a.device.type}, b on {b.device.type}"
+    m, k = a.shape
+    n = b.shape[1]
+    if k % v.k_step:
+        return f"K must be a multiple of {v.k_step} ({v.name}'s wgmma K); got K={k}"
+    if k > 1 and a.stride(1) != 1:
+        return f"a must be row-major [M, K] (K contiguous); got strides {a.stride()}"
+    if k > 1 and b.stride(0) != 1:
+        return (f"b must be column-major [K, N] (b.t().is_contiguous(), as torch._scaled_mm "
+                f"takes it); got strides {b.stride()}")
+    if max(m, n) >= 2**31:
+        return f"M and N must be below 2^31, got M={m}, N={n}"
+    return tma.check_operand("a", a) or tma.check_operand("b.t()", b.t())
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.cache
+def _loaded(s: Step, v: Variant, device: int, timeline: bool) -> nvrtc.Kernel:
+    # one dictionary lookup per call after the first: compile (cached) and load once
+    return nvrtc.load(compile_step(s, v, timeline=timeline), device)
+
+
+_NO_TIMELINE = ctypes.c_void_p(0)
+
+
+def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
+           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+    """Launch on already-checked operands: ``a`` [M, K], ``bt`` = ``b.t()`` [N, K], ``out``
+    [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py)."""
+    s, v = step(s), variant(v)
+    m, n = out.shape
+    device = a.device.index or 0
+    kernel = _loaded(s, v, device, timeline is not None)
+    tmap_a = tma.encode(a, s.bm, "a")
+    tmap_b = tma.encode(bt, s.bn, "b.t()")
+    kernel(tmap_a, tmap_b, out, m, n, a.shape[1],
+           _NO_TIMELINE if timeline is None else timeline,
+           grid=s.grid(m, n, _sm_count(device)), block=s.threads, shared_mem=s.shared_bytes)
+
+
+def _run(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant) -> torch.Tensor:
+    out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
+    if a.shape[1] == 0 or out.numel() == 0:
+        return out.zero_()
+    launch(s, v, a, b.t(), out)
+    return out
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
+           s: int | Step = BEST) -> torch.Tensor:
+    """``a @ b`` with a step's kernel; raises ValueError with the reason if it cannot."""
+    from kernels.matmul import _validate  # the op's own checks: shapes, devices
+
+    v, s = variant(v), step(s)
+    _validate(a, b)
+    cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
+    if reason := problem_reason(v, a, b) or gpu_reason(cap):
+        raise ValueError(f"wgmma[{s.name} {v.name}]: {reason}")
+    return _run(a, b, s, v)
+
+
+def register_all() -> list:
+    """Register every (step, variant) as ("matmul", "wgmma", "step<N>_<variant>")."""
+    from kernels.registry import register
+
+    registered = []
+    for s in STEPS.values():
+        for v in VARIANTS.values():
+            def check(a, b, _v=v):
+                cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
+                return problem_reason(_v, a, b) or gpu_reason(cap)
+
+            registered.append(register(
+                "matmul", "wgmma", f"{s.name}_{v.name}",
+                build=lambda _s=s, _v=v: functools.partial(_run, s=_s, v=_v),
+                dtypes=tuple(dict.fromkeys((v.a, v.b))), devices=("cuda",),
+                min_capability=(9, 0), needs=("cuda", "nvrtc"), check=check,
+                meta={"step": s.number, "idea": s.idea, "a": v.a, "b": v.b, "out": v.out,
+                      "accumulator": "f32", "instruction": v.ptx.replace("nN", f"n{s.bn}"),
+                      "tile": (s.bm, s.bn), "stages": s.stages, "consumers": s.consumers,
+                      "k_step": v.k_step, "source": "kernels/matmul/hopper/wgmma.cu",
+                      "kernel": s.template, "tolerance": tolerance(v)},
+                description=f"wgmma {s.name} {v.name}: {s.idea}"))
+    return registered
+
+
+def tolerance(v: str | Variant) -> dict[torch.dtype, tuple[float, float]]:
+    """(atol, rtol) against a float64 reference, for inputs scaled as the op's test cases."""
+    v = variant(v)
+    if v.a.itemsize == 1:  # fp8 inputs are exact; the bf16 output rounds to 8 bits
+        return {v.a: (3e-2, 3e-2)}
+    return {v.a: (2e-2, 2e-2)}

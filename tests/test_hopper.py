@@ -1,0 +1,186 @@
+"""Lesson 07's Hopper kernels: every step and variant compiles for sm_90a to what the lesson says
+(the SASS census), refuses what it cannot run with a reason, and on an H100 matches a float64
+reference on awkward shapes; the timeline decodes and draws."""
+
+import pytest
+import torch
+
+import kernels
+from course_utils import nvrtc, sass
+from kernels.matmul.hopper import ceiling, timeline, tma, wgmma
+
+needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
+                                 reason=f"NVRTC: {nvrtc.unavailable_reason()}")
+needs_disasm = pytest.mark.skipif(sass.unavailable_reason() is not None,
+                                  reason=f"disassembler: {sass.unavailable_reason()}")
+PAIRS = [pytest.param(s, v, id=f"step{s}-{v}") for s in wgmma.STEPS for v in wgmma.VARIANTS]
+
+
+@needs_nvrtc
+@needs_disasm
+@pytest.mark.parametrize(("number", "name"), PAIRS)
+def test_census_every_step_and_variant(number, name):
+    """wgmma (HGMMA, QGMMA for fp8) and TMA (UTMALDG) in every step; no mma.sync (HMMA), no
+    local memory; the specialised steps move registers (USETMAXREG) and wait on mbarriers."""
+    s, v = wgmma.step(number), wgmma.variant(name)
+    compiled = wgmma.compile_step(s, v, verbose=False)
+    census = sass.census(sass.disassemble(compiled))
+    tensor_op = "QGMMA" if v.a.itemsize == 1 else "HGMMA"
+    assert census[tensor_op] >= 4, census  # 4 k-steps of 32 bytes per K tile
+    assert census["HMMA"] == 0 and census["QGMMA" if tensor_op == "HGMMA" else "HGMMA"] == 0
+    assert census["UTMALDG"] >= 2 and census["SYNCS"] > 0, census
+    assert census["LDL"] == census["STL"] == 0, "accumulators spilled to local memory"
+    assert census["USETMAXREG"] == (2 if s.specialized else 0), census
+
+
+@needs_nvrtc
+def test_ceiling_compiles_for_every_variant():
+    for name in wgmma.VARIANTS:
+        assert ceiling.compile_ceiling(name, verbose=False).binary
+
+
+def test_steps_fit_hopper_shared_memory_and_name_their_configuration():
+    for s in wgmma.STEPS.values():
+        assert s.shared_bytes <= 227 * 1024, s
+        assert s.template.startswith(s.kernel + "<")
+        assert s.threads == 128 * (s.consumers + (1 if s.specialized else 0))
+    best = wgmma.BEST
+    assert (best.bm, best.bn, best.persistent) == (128, 256, True)
+    assert best.grid(8192, 8192, 132) == 132 and best.grid(100, 100, 132) == 1
+    assert wgmma.step(3).grid(4096, 4096, 132) == 32 * 32
+
+
+def test_every_step_and_variant_is_registered_with_its_metadata():
+    found = kernels.get_kernels("matmul", where=lambda k: k.provider == "wgmma")
+    assert {k.variant for k in found} == {f"step{s}_{v}" for s in wgmma.STEPS
+                                          for v in wgmma.VARIANTS}
+    for k in found:
+        assert k.min_capability == (9, 0) and k.meta["kernel"].startswith("wgmma_")
+
+
+@pytest.mark.parametrize(("capability", "words"), [
+    ((8, 9), "see lesson 05"), ((10, 0), "tcgen05"), (None, "needs a CUDA GPU")])
+def test_gpus_without_wgmma_get_reasons(capability, words):
+    assert words in wgmma.gpu_reason(capability)
+    assert wgmma.gpu_reason((9, 0)) is None
+
+
+def _meta(shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize(("a", "b", "words"), [
+    (torch.zeros(64, 32, dtype=torch.float16), torch.zeros(48, 32, dtype=torch.float16).t(),
+     "takes a of bfloat16"),
+    (torch.zeros(64, 32, dtype=torch.bfloat16), torch.zeros(48, 32, dtype=torch.bfloat16).t(),
+     "CUDA tensors"),
+])
+def test_problems_the_kernel_refuses_say_why(a, b, words):
+    assert words in wgmma.problem_reason("bf16", a, b)
+
+
+def test_tma_operands_must_be_k_major_and_16_byte_aligned():
+    odd_k = torch.zeros(8, 20, dtype=torch.bfloat16)  # rows 40 bytes apart
+    assert "16-byte aligned rows" in tma.check_operand("a", odd_k)
+    assert "K-major" in tma.check_operand("a", torch.zeros(32, 8, dtype=torch.bfloat16).t())
+    assert tma.check_operand("a", torch.zeros(8, 64, dtype=torch.bfloat16)) is None
+    with pytest.raises(ValueError, match="a expected a CUDA tensor"):
+        tma.encode(torch.zeros(8, 64), 64, "a")
+
+
+def test_malformed_problems_raise_naming_the_operand():
+    with pytest.raises(ValueError, match="b expected 32 rows"):
+        wgmma.matmul(torch.zeros(8, 32, dtype=torch.bfloat16), torch.zeros(16, 8,
+                                                                            dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="variant expected one of"):
+        wgmma.variant("int8")
+    with pytest.raises(ValueError, match="step expected one of"):
+        wgmma.step(9)
+
+
+def _synthetic_buffer():
+    buf = torch.zeros(wgmma.TIMELINE_BLOCKS, wgmma.ROLES, wgmma.TIMELINE_EVENTS, 4,
+                      dtype=torch.int64)
+    # block 0: the producer loads slot 0, consumer 0 waits then computes it
+    buf[0, 0, 0] = torch.tensor([1000, 1100, 2 | (0 << 8) | (5 << 32), 7])
+    buf[0, 1, 0] = torch.tensor([1000, 1400, 3 | (0 << 8) | (5 << 32), 7])
+    buf[0, 1, 1] = torch.tensor([1400, 2400, 4 | (1 << 8) | (5 << 32), 7])
+    return buf
+
+
+def test_timeline_decodes_and_draws():
+    events = timeline.decode(_synthetic_buffer())
+    assert [(e.role, e.kind, e.stage, e.k_tile, e.start, e.end, e.sm) for e in events] == [
+        ("producer", "load", 0, 5, 0, 100, 7), ("consumer 0", "wait data", 0, 5, 0, 400, 7),
+        ("consumer 0", "compute", 1, 5, 400, 1400, 7)]
+    assert timeline.bubble_fraction(events) == pytest.approx(400 / 1400)
+    fig = timeline.gantt(events, "synthetic")
+    assert fig.axes
+    with pytest.raises(ValueError, match="buffer expected shape"):
+        timeline.decode(torch.zeros(2, 2, 2, 2, dtype=torch.int64))
+
+
+def test_timeline_round_trips_through_a_file(tmp_path):
+    events = timeline.decode(_synthetic_buffer())
+    path = timeline.save({"step2": events}, tmp_path / "t.json")
+    environment, loaded = timeline.load(path)
+    assert loaded == {"step2": events} and environment
+
+
+# -- on a Hopper GPU ---------------------------------------------------------------------------
+
+def _hopper():
+    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+    if reason := wgmma.gpu_reason(cap):
+        pytest.skip(reason)
+
+
+def _shapes(v):
+    s = v.k_step
+    # tile multiples, edges on both sides, one K step, tall and skinny, several K tiles
+    return [(128, 256, 8 * s), (1, 1, s), (257, 383, 12 * s), (1000, 8, 4 * s),
+            (8, 1000, 4 * s), (300, 520, 72 * s)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("number", "name"), PAIRS)
+def test_step_matches_float64_on_awkward_shapes(number, name):
+    _hopper()
+    s, v = wgmma.step(number), wgmma.variant(name)
+    for m, n, k in _shapes(v):
+        a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+        bt = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b)
+        expected = a.double() @ bt.double().t()
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=v.out)  # poisoned
+        wgmma.launch(s, v, a, bt, out)
+        torch.cuda.synchronize()
+        scale = expected.abs().max().item() or 1.0
+        torch.testing.assert_close(out.double(), expected, atol=2e-2 * scale, rtol=2e-2,
+                                   msg=lambda msg, sh=(m, n, k): f"{s.name} {name} {sh}: {msg}")
+
+
+@pytest.mark.gpu
+def test_registered_call_and_bad_input_on_a_gpu():
+    _hopper()
+    k = kernels.get_kernel("matmul", "wgmma", "step4_bf16")
+    a = torch.randn(200, 64, device="cuda").bfloat16()
+    b = torch.randn(96, 64, device="cuda").bfloat16().t()
+    torch.testing.assert_close(k(a, b).double(), a.double() @ b.double(), atol=0.1, rtol=2e-2)
+    assert k(a[:, :0], b[:0]).abs().sum() == 0  # K = 0: zeros, no launch
+    storage = torch.randn(200 * 64 + 1, device="cuda").bfloat16()
+    assert "16-byte aligned start" in k.supports(storage[1:].view(200, 64), b)
+    assert "multiple of 16" in k.supports(a[:, :40], b[:40])
+    assert "column-major" in k.supports(a, b.contiguous())
+    with pytest.raises(kernels.KernelNotSupported, match="column-major"):
+        k(a, b.contiguous())
+
+
+@pytest.mark.gpu
+def test_ceiling_and_timeline_measure_on_a_gpu():
+    _hopper()
+    c = ceiling.wgmma_ceiling("bf16", iterations=256, repetitions=2)
+    assert c.tflops > 0 and c.repetitions == 2
+    for number in wgmma.STEPS:
+        events = timeline.capture(number, 512, 512, 512)
+        kinds = {e.kind for e in events}
+        assert {"load", "compute"} <= kinds, (number, kinds)
