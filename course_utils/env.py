@@ -356,6 +356,15 @@ def _need_arch(major: int, minor: int):
     return check
 
 
+def _need_hopper() -> str | None:
+    # wgmma, setmaxnreg and sm_90a code run on sm_90 only: not on Ada before, not on Blackwell after
+    if reason := _need_cuda():
+        return reason
+    if device_info().capability != (9, 0):
+        return f"needs a Hopper GPU (sm_90: H100, H200); this GPU is {device_info().arch}"
+    return None
+
+
 REQUIREMENTS: dict[str, object] = {
     "cuda": _need_cuda,
     "gpu": _need_cuda,
@@ -368,6 +377,7 @@ REQUIREMENTS: dict[str, object] = {
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,
     "cute-dsl": _need_cute_dsl,
+    "hopper": _need_hopper,
 }
 _ARCH = re.compile(r"^sm_?(\d)(\d+)$")
 

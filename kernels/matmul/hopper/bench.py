@@ -50,6 +50,18 @@ def rate(fn, flop: int, name: str) -> float:
     return timing.tflops(flop, timing.benchmark(fn, device="cuda", name=name).median)
 
 
+def rates(fns: dict, flop: int, rounds: int = 3) -> dict[str, float]:
+    """TFLOP/s of each callable, measured in ``rounds`` interleaved rounds (the median of each).
+
+    An H100 under a long matmul slows its clock as it heats: measured one after the other, the
+    later kernel of a pair is timed on a slower GPU. Alternating spreads that over all of them."""
+    found = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            found[name].append(rate(fn, flop, name))
+    return {name: sorted(r)[len(r) // 2] for name, r in found.items()}
+
+
 def bare_launch(s: wgmma.Step, v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
     """The kernel alone: operands checked and output allocated once, outside the timing."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device="cuda")
@@ -79,13 +91,14 @@ def staircase(size: int, ceilings: dict[str, float]) -> list[results.Record]:
     v = wgmma.variant("bf16")
     a, b = operands(v, size, size, size)
     flop = timing.matmul_flop(size, size, size)
-    cublas = rate(lambda: torch.mm(a, b), flop, "torch.mm")
-    rows = [("05 mma.sync (lesson 05)", rate(lambda: mma.matmul(a, b, "bf16"), flop, "mma"))]
-    for s in wgmma.STEPS.values():
-        rows.append((f"{s.name}: {s.idea}", rate(bare_launch(s, v, a, b), flop, s.name)))
+    fns = {"cuBLAS": lambda: torch.mm(a, b),
+           "05 mma.sync (lesson 05)": lambda: mma.matmul(a, b, "bf16")}
+    fns.update({f"{s.name}: {s.idea}": bare_launch(s, v, a, b) for s in wgmma.STEPS.values()})
+    found = rates(fns, flop)
+    cublas = found.pop("cuBLAS")
     return [results.Record(LESSON, f"bf16 {name} {size}^3", value, "TFLOP/s",
                            ceilings["bf16"], "wgmma bf16 ceiling, same run",
-                           cublas, "torch.mm (cuBLAS), same run") for name, value in rows]
+                           cublas, "torch.mm (cuBLAS), same run") for name, value in found.items()]
 
 
 def best_step(v: wgmma.Variant, m: int, n: int, k: int,
@@ -98,16 +111,18 @@ def best_step(v: wgmma.Variant, m: int, n: int, k: int,
     flop = timing.matmul_flop(m, n, k)
     shape = f"{m}x{n}x{k}" if len({m, n, k}) > 1 else f"{m}^3"
     found = peer(v, a, b)
-    pair = dict(peer=rate(found[1], flop, found[0]), peer_what=f"{found[0]}, same run") \
-        if found else {}
-    top = dict(ceiling=ceilings[v.name], ceiling_what=f"wgmma {v.name} ceiling, same run")
     registered = kernels.get_kernel("matmul", "wgmma", f"{s.name}_{v.name}")
+    fns = {"bare": bare_launch(s, v, a, b), "registered": lambda: registered(a, b)}
+    if found:
+        fns["peer"] = found[1]
+    measured = rates(fns, flop)
+    pair = dict(peer=measured["peer"], peer_what=f"{found[0]}, same run") if found else {}
+    top = dict(ceiling=ceilings[v.name], ceiling_what=f"wgmma {v.name} ceiling, same run")
     return [
-        results.Record(LESSON, f"{v.name} {s.name} {shape}", rate(bare_launch(s, v, a, b), flop,
-                       s.name), "TFLOP/s", **top, **pair),
+        results.Record(LESSON, f"{v.name} {s.name} {shape}", measured["bare"], "TFLOP/s",
+                       **top, **pair),
         results.Record(LESSON, f"{v.name} {s.name} {shape} registered call, back to back",
-                       rate(lambda: registered(a, b), flop, "registered"), "TFLOP/s", **top,
-                       **pair),
+                       measured["registered"], "TFLOP/s", **top, **pair),
         results.Record(LESSON, f"{v.name} {s.name} {shape} registered call, one call between "
                        "events", one_call_between_events(lambda: registered(a, b), flop),
                        "TFLOP/s", **top, **pair),
@@ -157,3 +172,53 @@ def table(records: list[results.Record]) -> None:
         ratio_c = f"{r.value / r.ceiling:9.2f}" if r.ceiling else " " * 9
         ratio_p = f"{r.value / r.peer:8.2f}" if r.peer else " " * 8
         print(f"{r.what[:78]:78s} {r.value:8.0f} {ratio_c} {ratio_p}")
+
+
+# -- reading and drawing the records (the notebook's figures; CPU students see the H100's) ------
+
+RECORDED = "nvidia-h100-80gb-hbm3"  # the device whose committed records a CPU run shows
+
+
+def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
+    """(environment line, lesson 07's records) from ``docs/results/<slug>.json``."""
+    import json
+
+    path = env.RESULTS_DIR / f"{slug}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no results for {slug} in {env.RESULTS_DIR}: make bench "
+                                "on that GPU writes them")
+    data = json.loads(path.read_text())
+    environment = data.get("environments", {}).get(LESSON, data["environment"])
+    line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))
+    found = [results.Record(**r) for r in data["records"] if r["lesson"] == LESSON]
+    return f"{line} · git {environment.get('git')}", found
+
+
+def plot_staircase(records: list[results.Record], size: int, environment: str | None = None):
+    """Bars: lesson 05's kernel and each step at ``size``³ (bf16), with the wgmma ceiling and
+    cuBLAS of the same run as lines."""
+    from course_utils import plots
+
+    rows = [r for r in records if r.what.startswith("bf16 ") and r.what.endswith(f" {size}^3")
+            and ("mma.sync" in r.what or ": " in r.what)]
+    if not rows:
+        raise ValueError(f"records expected bf16 staircase entries at {size}^3, found none")
+    fig, ax = plots.figure(f"From mma.sync to warp-specialised wgmma: bf16 {size}³",
+                           ylabel="TFLOP/s", figsize=(9, 4.8))
+    labels = [r.what.removeprefix("bf16 ").split(":")[0].replace(f" {size}^3", "")
+              for r in rows]
+    ax.bar(range(len(rows)), [r.value for r in rows],
+           color=["#7f7f7f", *["#2ca02c"] * (len(rows) - 1)])
+    for i, r in enumerate(rows):
+        ax.text(i, r.value, f"{r.value:.0f}\n{r.value / r.peer:.2f}× cuBLAS", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_xticks(range(len(rows)), labels, rotation=20, ha="right")
+    plots.ceilings(ax, [(rows[0].ceiling, "wgmma ceiling", None),
+                        (rows[0].peer, "cuBLAS (torch.mm)", None)])
+    ax.set_ylim(0, rows[0].ceiling * 1.18)
+    if environment is None:
+        plots.stamp(fig)
+    else:
+        fig.text(0.01, 0.0, f"recorded: {environment}", fontsize=7, color="#555555",
+                 ha="left", va="top")
+    return fig

@@ -116,6 +116,29 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap& map, int 
            "r"(smem_addr(bar)) : "memory");
 }
 
+// The way back: one thread copies a box from shared memory to C. Rows and columns outside C are
+// not written (TMA clips), so edge tiles need no test either. The copy runs on while the
+// thread goes on; before the buffer is written again, wait until TMA has read it.
+__device__ __forceinline__ void tma_store(const CUtensorMap& map, int x, int y, const void* src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"(reinterpret_cast<u64>(&map)), "r"(x), "r"(y), "r"(smem_addr(src))
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void tma_store_wait_read() {  // the source buffer may be reused
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// ordinary shared-memory stores become visible to TMA (the async proxy) only after this fence
+__device__ __forceinline__ void fence_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// a barrier for one warpgroup's 128 threads (id 0 is __syncthreads)
+__device__ __forceinline__ void warpgroup_barrier(int id) {
+    asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory");
+}
+
 // ---- 3. wgmma: the tensor cores read A and B straight from shared memory -----------------------
 // A descriptor tells them where a tile is and how it is laid out (layout.py draws its fields):
 //   bits  0-13  start address >> 4
@@ -225,26 +248,68 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], out_t* c, i
                                            int row0, int col0) {
     const int t = threadIdx.x % WARPGROUP;
     const int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+    // most tiles lie inside C: store them without a test per element
+    const bool inside = row0 + 64 <= M && col0 + BN <= N && N % 2 == 0;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
         const int col = col0 + 8 * j + 2 * (t % 4);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = row + 8 * half;
-            if (r >= M) continue;
             out_t* p = c + i64(r) * N + col;
             const float x = d[4 * j + 2 * half], y = d[4 * j + 2 * half + 1];
-            if (col + 1 < N && N % 2 == 0) {  // two values in one 4-byte store
+            if (inside || (r < M && col + 1 < N && N % 2 == 0)) {  // two values, one store
                 if constexpr (cuda::std::is_same_v<out_t, __nv_bfloat16>) {
                     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
                 } else {
                     *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
                 }
-            } else {
+            } else if (r < M) {  // the right edge, or an odd N (rows not 4-byte aligned)
                 if (col < N) p[0] = out_t(x);
                 if (col + 1 < N) p[1] = out_t(y);
             }
         }
+    }
+}
+
+// The asynchronous epilogue (step 4): the warpgroup writes its 64 x BN tile into shared memory
+// as BN / 64 boxes of 64 rows x 128 bytes, in the same 128-byte swizzle TMA reads (so the 8 rows
+// a warp writes at once land in 8 different bank groups), and one thread hands the boxes to TMA.
+// The consumers go straight on to the next tile while TMA writes this one.
+template <int BN>
+__device__ __forceinline__ void store_tile_tma(const float (&d)[BN / 2], char* staging,
+                                               const CUtensorMap& map, int row0, int col0,
+                                               int barrier_id) {
+    const int t = threadIdx.x % WARPGROUP;
+    if (t == 0) tma_store_wait_read();  // the previous tile's boxes have left shared memory
+    warpgroup_barrier(barrier_id);
+    const int row = 16 * (t / 32) + (t % 32) / 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int byte = (8 * j + 2 * (t % 4)) * int(sizeof(out_t));  // column, in bytes
+        char* box = staging + (byte / K_TILE) * 64 * K_TILE;
+        const int chunk = (byte % K_TILE) / 16, within = byte % 16;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = row + 8 * half;
+            char* p = box + r * K_TILE + ((chunk ^ (r % 8)) << 4) + within;
+            const float x = d[4 * j + 2 * half], y = d[4 * j + 2 * half + 1];
+            if constexpr (cuda::std::is_same_v<out_t, __nv_bfloat16>) {
+                *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
+            } else {
+                *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
+            }
+        }
+    }
+    fence_async_shared();
+    warpgroup_barrier(barrier_id);
+    if (t == 0) {
+#pragma unroll
+        for (int b = 0; b < BN * int(sizeof(out_t)) / K_TILE; ++b) {
+            tma_store(map, col0 * int(sizeof(out_t)) + b * K_TILE, row0,
+                      staging + b * 64 * K_TILE);
+        }
+        tma_store_commit();
     }
 }
 
@@ -338,7 +403,8 @@ wgmma_basic(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ C
         wgmma_wait<0>();
         __syncthreads();  // every warp has finished reading before thread 0 refills the tiles
         if (threadIdx.x == 0) {
-            tl.record(0, LOAD, 0, kt, t0, t1);
+            tl.record(0, LOAD, 0, kt, t0, t0);
+            tl.record(1, WAIT_DATA, 0, kt, t0, t1);
             tl.record(1, COMPUTE, 0, kt, t1, now());
         }
     }
@@ -396,7 +462,7 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
     }
 
     float d[BM / 64][BN / 2];
-    u64 ready_before = 0;
+    u64 busy_since = 0;  // (timeline) when the tensor cores started on the last K tile
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int s = kt % STAGES;
         const u64 t0 = now();
@@ -410,15 +476,16 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
         wgmma_wait<1>();  // the group of tile kt - 1 is done: release its slot
         if (kt > 0 && warp_leader) mbar_arrive(&empty[(kt - 1) % STAGES]);
         if (producer) {
+            const u64 released = now();
             tl.record(1, WAIT_DATA, s, kt, t0, ready);
-            if (kt > 0) tl.record(1, COMPUTE, (kt - 1) % STAGES, kt - 1, ready_before, now());
+            if (kt > 0) tl.record(1, COMPUTE, (kt - 1) % STAGES, kt - 1, busy_since, released);
+            busy_since = ready > released || kt == 0 ? ready : released;
             if (kt + STAGES - 1 < k_tiles) load(kt + STAGES - 1);
         }
         __syncwarp();
-        ready_before = ready;
     }
     wgmma_wait<0>();
-    if (producer) tl.record(1, COMPUTE, (k_tiles - 1) % STAGES, k_tiles - 1, ready_before, now());
+    if (producer) tl.record(1, COMPUTE, (k_tiles - 1) % STAGES, k_tiles - 1, busy_since, now());
     const u64 t0 = now();
 #pragma unroll
     for (int m = 0; m < BM / 64; ++m) store_tile<BN>(d[m], c, M, N, row0 + 64 * m, col0);
@@ -432,11 +499,14 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
 // for their accumulators: each owns BM / CONSUMERS = 64 rows of the tile, BN / 2 registers.
 // The ring's position runs on across tiles: iteration `it` uses slot it % STAGES with parity
 // (it / STAGES) & 1, so a block's producer loads the next tile while its consumers store.
+// TMA_STORE (step 4): the epilogue stages the tile in shared memory and TMA writes it out while
+// the consumers start the next tile; otherwise each thread stores its registers to C.
 // =================================================================================================
-template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M>
+template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M, bool TMA_STORE>
 __global__ void __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
 wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
-                  const __grid_constant__ CUtensorMap tma_b, out_t* __restrict__ c, int M, int N,
+                  const __grid_constant__ CUtensorMap tma_b,
+                  const __grid_constant__ CUtensorMap tma_c, out_t* __restrict__ c, int M, int N,
                   int K, u64* timeline) {
     static_assert(BM == 64 * CONSUMERS && (BN == 128 || BN == 256) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
@@ -445,6 +515,7 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
     constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
     extern __shared__ char raw[];
     char* ring = aligned_smem(raw);
+    char* staging = ring + STAGES * SLOT;  // TMA_STORE: 64 x BN outputs per consumer
     __shared__ u64 full[STAGES], empty[STAGES];
     Timeline tl{timeline};
 
@@ -485,13 +556,13 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
     } else {
         registers_grow<CONSUMER_REGS>();
         const int consumer = role - 1;
-        const bool recorder = threadIdx.x % WARPGROUP == 0, warp_leader = threadIdx.x % 32 == 0;
+        const bool leader = threadIdx.x % WARPGROUP == 0, warp_leader = threadIdx.x % 32 == 0;
         float d[BN / 2];
         int it = 0;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             int tm, tn;
             tile_origin<GROUP_M>(tile, tiles_m, tiles_n, tm, tn);
-            u64 ready_before = 0;
+            u64 busy_since = 0;  // (timeline) when the tensor cores started on the last K tile
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 const int s = it % STAGES;
                 const u64 t0 = now();
@@ -503,19 +574,28 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                 wgmma_commit();
                 wgmma_wait<1>();  // tile kt - 1's group is done: its slot can be refilled
                 if (kt > 0 && warp_leader) mbar_arrive(&empty[(it - 1) % STAGES]);
-                if (recorder) {
+                if (leader) {
+                    const u64 released = now();
                     tl.record(role, WAIT_DATA, s, kt, t0, ready);
-                    if (kt > 0) tl.record(role, COMPUTE, (it - 1) % STAGES, kt - 1, ready_before, now());
+                    if (kt > 0) tl.record(role, COMPUTE, (it - 1) % STAGES, kt - 1, busy_since, released);
+                    busy_since = ready > released || kt == 0 ? ready : released;
                 }
-                ready_before = ready;
             }
             wgmma_wait<0>();
             if (warp_leader) mbar_arrive(&empty[(it - 1) % STAGES]);
             fence_registers(d);
             const u64 t0 = now();
-            if (recorder) tl.record(role, COMPUTE, (it - 1) % STAGES, k_tiles - 1, ready_before, t0);
-            store_tile<BN>(d, c, M, N, tm * BM + consumer * 64, tn * BN);
-            if (recorder) tl.record(role, STORE, 0, tile, t0, now());
+            if (leader) tl.record(role, COMPUTE, (it - 1) % STAGES, k_tiles - 1, busy_since, t0);
+            if constexpr (TMA_STORE) {
+                store_tile_tma<BN>(d, staging + consumer * 64 * BN * int(sizeof(out_t)), tma_c,
+                                   tm * BM + consumer * 64, tn * BN, 1 + consumer);
+            } else {
+                store_tile<BN>(d, c, M, N, tm * BM + consumer * 64, tn * BN);
+            }
+            if (leader) tl.record(role, STORE, 0, tile, t0, now());
+        }
+        if (TMA_STORE && leader) {
+            asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // before the block exits
         }
     }
 }

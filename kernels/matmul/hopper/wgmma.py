@@ -17,6 +17,7 @@ Each (step, variant) is registered as ``("matmul", "wgmma", "step<N>_<variant>")
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,7 @@ class Step:
     consumers: int = 1  # warpgroups that issue wgmma
     group_m: int = 1  # tile rows walked together (grouped order); 1: row by row
     persistent: bool = False  # one block per SM looping over tiles, instead of one per tile
+    tma_store: bool = False  # the epilogue stages C in shared memory and TMA writes it
 
     @property
     def name(self) -> str:
@@ -106,7 +108,7 @@ class Step:
         args = {"wgmma_basic": (self.bm, self.bn),
                 "wgmma_pipelined": (self.bm, self.bn, self.stages),
                 "wgmma_specialized": (self.bm, self.bn, self.stages, self.consumers,
-                                      self.group_m)}[self.kernel]
+                                      self.group_m, str(self.tma_store).lower())}[self.kernel]
         return f"{self.kernel}<{', '.join(map(str, args))}>"
 
     @property
@@ -119,8 +121,10 @@ class Step:
 
     @property
     def shared_bytes(self) -> int:
-        """Dynamic shared memory: the ring, plus 1 KB to align it to the swizzle's 1024 bytes."""
-        return self.stages * (self.bm + self.bn) * K_TILE + 1024
+        """Dynamic shared memory: the ring (and the epilogue's staging buffer), plus 1 KB to
+        align it to the swizzle's 1024 bytes."""
+        staging = self.bm * self.bn * 2 if self.tma_store else 0  # 16-bit outputs
+        return self.stages * (self.bm + self.bn) * K_TILE + staging + 1024
 
     def grid(self, m: int, n: int, sms: int) -> int:
         tiles = -(-m // self.bm) * -(-n // self.bn)
@@ -134,9 +138,9 @@ STEPS: dict[int, Step] = {s.number: s for s in (
          "wgmma", stages=4),
     Step(3, "wgmma_specialized", "warp specialisation: a producer warpgroup, two consumer "
          "warpgroups, setmaxnreg", stages=4, consumers=2),
-    Step(4, "wgmma_specialized", "128x256 tiles, a persistent grid in grouped tile order: the "
-         "producer loads the next tile during the epilogue", bn=256, stages=4, consumers=2,
-         group_m=8, persistent=True),
+    Step(4, "wgmma_specialized", "128x256 tiles, a persistent grid in grouped tile order, TMA "
+         "stores: the next tile starts during the epilogue", bn=256, stages=3, consumers=2,
+         group_m=16, persistent=True, tma_store=True),
 )}
 BEST = STEPS[max(STEPS)]
 
@@ -232,11 +236,13 @@ def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
     s, v = step(s), variant(v)
     m, n = out.shape
     device = a.device.index or 0
+    if s.tma_store and tma.check_operand("out", out):
+        s = dataclasses.replace(s, tma_store=False)  # rows not 16-byte aligned: plain stores
     kernel = _loaded(s, v, device, timeline is not None)
-    tmap_a = tma.encode(a, s.bm, "a")
-    tmap_b = tma.encode(bt, s.bn, "b.t()")
-    kernel(tmap_a, tmap_b, out, m, n, a.shape[1],
-           _NO_TIMELINE if timeline is None else timeline,
+    tmaps = [tma.encode(a, s.bm, "a"), tma.encode(bt, s.bn, "b.t()")]
+    if s.specialized:  # (step 3 takes C's descriptor too, and does not use it)
+        tmaps.append(tma.encode(out, 64, "out") if s.tma_store else tmaps[1])
+    kernel(*tmaps, out, m, n, a.shape[1], _NO_TIMELINE if timeline is None else timeline,
            grid=s.grid(m, n, _sm_count(device)), block=s.threads, shared_mem=s.shared_bytes)
 
 

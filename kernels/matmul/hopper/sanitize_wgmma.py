@@ -1,0 +1,43 @@
+"""The workload ``compute-sanitizer`` checks for lesson 07: every step, bf16 and fp8, once.
+
+    compute-sanitizer --tool synccheck python -m kernels.matmul.hopper.sanitize_wgmma
+
+Small problems (the sanitizer replays slowly) that are not tile multiples, so TMA's zero fill
+and the epilogue's edge predicates both run, and several K tiles, so every ring slot is reused
+and its barrier changes phase. Outputs are poisoned first. Exits non-zero if a result differs
+from the float64 reference. ``synccheck`` is the one that matters for mbarriers; ``memcheck``
+and ``racecheck`` watch the epilogue and shared memory.
+"""
+
+import sys
+
+import torch
+
+from kernels.matmul.hopper import wgmma
+
+
+def main() -> int:
+    if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()):
+        print(f"sanitize_wgmma: {reason}")
+        return 1
+    failed = []
+    for s in wgmma.STEPS.values():
+        for name in ("bf16", "fp8_e4m3"):
+            v = wgmma.variant(name)
+            m, n, k = 200, 300, 10 * 128 // v.a.itemsize  # 10 K tiles: every slot reused
+            a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+            bt = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b)
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=v.out)
+            wgmma.launch(s, v, a, bt, out)
+            expected = a.double() @ bt.double().t()
+            err = (out.double() - expected).abs().max().item()
+            if not err <= 0.03 * max(expected.abs().max().item(), 1):
+                failed.append(f"{s.name} {name} {m}x{n}x{k}: max error {err}")
+    torch.cuda.synchronize()
+    print("sanitize_wgmma: " + ("; ".join(failed) if failed else
+                                "every step ran and matched the float64 reference"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
