@@ -11,7 +11,8 @@ from course_utils import env
 from kernels.matmul.hopper import triton_tma
 
 # small tiles keep the interpreter fast and give every test shape many tiles per program
-SMALL = triton_tma.Config(16, 32, 32, group_m=2, num_stages=2, num_warps=4)
+SMALL = triton_tma.Config(16, 32, 32, group_m=2, num_stages=2, num_warps=4,
+                          epilogue_subtile=True)
 SMALL_FULL_STORE = triton_tma.Config(16, 32, 16, group_m=3, num_stages=2, num_warps=4,
                                      epilogue_subtile=False)
 needs_interpreter = pytest.mark.skipif(not env.TRITON_INTERPRET,
@@ -146,7 +147,8 @@ def test_fixed_configs_fit_in_hopper_shared_memory():
 
 @needs_interpreter
 @pytest.mark.parametrize("name", ["fp16", "fp8_e4m3"])
-@pytest.mark.parametrize("config", [SMALL, SMALL_FULL_STORE, None], ids=["small", "full", "h100"])
+@pytest.mark.parametrize("config", [SMALL, SMALL_FULL_STORE, None],
+                         ids=["small-subtiled", "small", "h100"])
 def test_interpreter_matches_float64_at_awkward_shapes(name, config):
     v = triton_tma.variant(name)
     s = v.k_multiple
@@ -181,7 +183,8 @@ def test_gpu_matches_float64_at_awkward_shapes(name):
     shapes = ((1, 1, s), (33, 65, 4 * s), (128, 256, 8 * s), (257, 130, 12 * s),
               (4000, 4000, 4096), (8192, 24, 512), (24, 8192, 512), (1000, 1000, 1024))
     for m, n, k in shapes:
-        for config in (None, triton_tma.Config(128, 128, 64, num_stages=4, num_warps=4)):
+        for config in (None, triton_tma.Config(128, 128, 64, num_stages=4, num_warps=4,
+                                               epilogue_subtile=v.name != "fp8_e4m3")):
             _check(v, m, n, k, config, device="cuda")
 
 
