@@ -4,7 +4,8 @@
 * :mod:`~kernels.matmul.hopper.wgmma`: variants, steps, compiling, launching, registration;
 * :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
 * :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;
-* :mod:`~kernels.matmul.hopper.timeline`: what the pipeline did, drawn as a Gantt chart.
+* :mod:`~kernels.matmul.hopper.timeline`: what the pipeline did, drawn as a Gantt chart;
+* :mod:`~kernels.matmul.hopper.triton_tma`: the Triton peer (TMA descriptors, persistent).
 
 Importing registers every (step, variant) as ``("matmul", "wgmma", "step<N>_<variant>")``;
 nothing is compiled until a kernel is first called.
@@ -13,3 +14,8 @@ nothing is compiled until a kernel is first called.
 from kernels.matmul.hopper import wgmma
 
 wgmma.register_all()
+
+# the compiler's answer to the same tile ideas: Triton with TMA descriptors, persistent
+from kernels.matmul.hopper import triton_tma  # noqa: E402
+
+triton_tma.register()

@@ -19,9 +19,10 @@ from __future__ import annotations
 import torch
 
 from course_utils import env, results, timing
-from kernels.matmul.hopper import ceiling, timeline, wgmma
+from kernels.matmul.hopper import ceiling, timeline, triton_tma, wgmma
 
 LESSON = "07_hopper_matmul"
+TRITON = "Triton: the same tile ideas from a compiler (TMA descriptors, persistent)"
 SIZES = (4096, 8192)
 SHAPES = ((2048, 2048, 2048), (8192, 1024, 8192), (4000, 4000, 4096))  # (M, N, K)
 
@@ -94,6 +95,7 @@ def staircase(size: int, ceilings: dict[str, float]) -> list[results.Record]:
     fns = {"cuBLAS": lambda: torch.mm(a, b),
            "05 mma.sync (lesson 05)": lambda: mma.matmul(a, b, "bf16")}
     fns.update({f"{s.name}: {s.idea}": bare_launch(s, v, a, b) for s in wgmma.STEPS.values()})
+    fns[TRITON] = lambda: triton_tma.matmul(a, b)
     found = rates(fns, flop)
     cublas = found.pop("cuBLAS")
     return [results.Record(LESSON, f"bf16 {name} {size}^3", value, "TFLOP/s",
@@ -207,8 +209,9 @@ def plot_staircase(records: list[results.Record], size: int, environment: str | 
                            ylabel="TFLOP/s", figsize=(9, 4.8))
     labels = [r.what.removeprefix("bf16 ").split(":")[0].replace(f" {size}^3", "")
               for r in rows]
-    ax.bar(range(len(rows)), [r.value for r in rows],
-           color=["#7f7f7f", *["#2ca02c"] * (len(rows) - 1)])
+    colors = ["#7f7f7f" if "mma.sync" in r.what else "#1f77b4" if "Triton" in r.what
+              else "#2ca02c" for r in rows]
+    ax.bar(range(len(rows)), [r.value for r in rows], color=colors)
     for i, r in enumerate(rows):
         ax.text(i, r.value, f"{r.value:.0f}\n{r.value / r.peer:.2f}× cuBLAS", ha="center",
                 va="bottom", fontsize=8)
