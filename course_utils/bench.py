@@ -22,6 +22,7 @@ MODULES = (
     "kernels.add.bench",  # 04: load_inline vs NVRTC compile times
     "kernels.matmul.bench_mma",  # 05: every mma.sync variant vs its ceiling and cuBLAS
     "kernels.matmul.fp64.bench",  # 06: the FP64 GEMMs' design spaces against torch.mm float64
+    "kernels.matmul.hopper.bench",  # 07: the Hopper steps vs the wgmma ceiling and cuBLAS
 )
 
 

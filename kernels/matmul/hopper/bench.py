@@ -131,7 +131,7 @@ def best_step(v: wgmma.Variant, m: int, n: int, k: int,
     ]
 
 
-def capture_timelines(path=None, m: int = 2048, n: int = 2048, k: int = 1024):
+def capture_timelines(path=None, m: int = 4096, n: int = 4096, k: int = 4096):
     """Timelines of every step at one problem, saved as ``<results>/<device>-timeline.json``."""
     captured = {f"{s.name}: {s.idea}": timeline.capture(s.number, m, n, k)
                 for s in wgmma.STEPS.values()}

@@ -117,7 +117,8 @@ def gantt(events: list[Event], title: str, blocks: int = 2, window: int | None =
     shown = sorted({e.block for e in events})[:blocks]
     fig, axes = plots.figure(title, xlabel="SM clock cycles since the block started",
                              ncols=1, figsize=(11, 1.2 + 1.3 * len(shown) * 1.5))
-    fig.clf()
+    fig.clf()  # one row of axes per block, added below
+    fig.suptitle(title, fontweight="bold", x=0.01, ha="left")
     stages = max(e.stage for e in events) + 1
     for i, block in enumerate(shown):
         ax = fig.add_subplot(len(shown), 1, i + 1)
@@ -138,8 +139,8 @@ def gantt(events: list[Event], title: str, blocks: int = 2, window: int | None =
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
     handles.append(plt.Rectangle((0, 0), 1, 1, color=STAGE_COLORS(0.7)))
     fig.legend(handles, [*COLORS, "compute (shade: ring slot)"], loc="upper right", ncols=5,
-               fontsize=8, bbox_to_anchor=(0.99, 0.99 - 0.25 / fig.get_figheight()))
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+               fontsize=8, bbox_to_anchor=(0.99, 1 - 0.45 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     if environment is None:
         plots.stamp(fig)
     else:
