@@ -21,7 +21,7 @@ recording is kept small: the first ``TIMELINE_BLOCKS`` blocks, ``TIMELINE_EVENTS
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -90,11 +90,17 @@ def bubble_fraction(events: list[Event]) -> float:
     return waited / (waited + worked) if waited + worked else 0.0
 
 
-def save(captured: dict[str, list[Event]], path: str | Path) -> Path:
-    """Write timelines (label -> events) with this machine's environment, for CPU students."""
+FIELDS = [f.name for f in fields(Event)]
+
+
+def save(captured: dict[str, list[Event]], path: str | Path, blocks: int = 2,
+         environment: str | None = None) -> Path:
+    """Write timelines (label -> events) of the first ``blocks`` blocks with the environment
+    they were measured in (default: this machine's), for CPU students: one row per event."""
     path = Path(path)
-    data = {"environment": env.environment_line(),
-            "timelines": {label: [asdict(e) for e in events]
+    data = {"environment": environment or env.environment_line(), "fields": FIELDS,
+            "timelines": {label: [[getattr(e, f) for f in FIELDS] for e in events
+                                  if e.block < blocks]
                           for label, events in captured.items()}}
     path.write_text(json.dumps(data, separators=(",", ":")))
     return path
@@ -103,8 +109,10 @@ def save(captured: dict[str, list[Event]], path: str | Path) -> Path:
 def load(path: str | Path) -> tuple[str, dict[str, list[Event]]]:
     """(environment line, label -> events) as :func:`save` wrote them."""
     data = json.loads(Path(path).read_text())
-    return data["environment"], {label: [Event(**e) for e in events]
-                                 for label, events in data["timelines"].items()}
+    names = data["fields"]
+    return data["environment"], {label: [Event(**dict(zip(names, row, strict=True)))
+                                         for row in rows]
+                                 for label, rows in data["timelines"].items()}
 
 
 def gantt(events: list[Event], title: str, blocks: int = 2, window: int | None = None,
