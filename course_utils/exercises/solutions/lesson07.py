@@ -1,0 +1,83 @@
+"""Solutions (and known-wrong answers) of lesson 07's exercises."""
+
+SOLUTIONS = {
+    "07.descriptor": '''
+def wgmma_descriptor(tile_address, k_step, rows_offset):
+    start = tile_address + rows_offset * 128 + k_step * 32
+    leading = 16        # unused for a swizzled K-major tile; the kernel writes 1 (= 16 >> 4)
+    stride = 8 * 128    # one swizzle atom: from rows 0-7 to rows 8-15
+    swizzle_128b = 1
+    return ((start >> 4) | (leading >> 4) << 16 | (stride >> 4) << 32
+            | 0 << 49 | swizzle_128b << 62)
+''',
+    "07.stages": '''
+import torch
+
+def pipeline_depth(bm, bn, dtype):
+    smem_bytes = 227 * 1024
+    reserved = 1024
+    barrier_bytes = 2 * 8
+    sm_flop_per_ns = {2: 989.4e3 / 132, 1: 1978.9e3 / 132}[dtype.itemsize]
+    stages = (smem_bytes - reserved) // ((bm + bn) * 128 + barrier_bytes)
+    k_elements = 128 // dtype.itemsize
+    hidden_ns = (stages - 1) * 2 * bm * bn * k_elements / sm_flop_per_ns
+    return stages, hidden_ns
+''',
+    "07.tile_order": '''
+def wave_tiles(m_tiles, n_tiles, group_m, wave, programs=132):
+    tiles = []
+    for t in range(wave * programs, min((wave + 1) * programs, m_tiles * n_tiles)):
+        per_group = group_m * n_tiles
+        first_m = (t // per_group) * group_m
+        rows = min(m_tiles - first_m, group_m)
+        tiles.append((first_m + (t % per_group) % rows, (t % per_group) // rows))
+    return tiles
+
+
+def l2_footprint(tiles, bm, bn, k, elem_bytes):
+    a_rows = {m for m, _ in tiles}
+    b_cols = {n for _, n in tiles}
+    return (len(a_rows) * bm + len(b_cols) * bn) * k * elem_bytes
+''',
+}
+
+WRONG = {
+    # the stride taken as one row (128 bytes): right for an unswizzled row-major tile, but with
+    # the 128-byte swizzle the hardware steps from one 8-row atom to the next
+    "07.descriptor": '''
+def wgmma_descriptor(tile_address, k_step, rows_offset):
+    start = tile_address + rows_offset * 128 + k_step * 32
+    return (start >> 4) | 1 << 16 | (128 >> 4) << 32 | 1 << 62
+''',
+    # a K tile taken as 64 elements whatever the type: fp8 tiles come out 64 bytes wide
+    "07.stages": '''
+import torch
+
+def pipeline_depth(bm, bn, dtype):
+    smem_bytes = 227 * 1024
+    reserved = 1024
+    barrier_bytes = 2 * 8
+    sm_flop_per_ns = {2: 989.4e3 / 132, 1: 1978.9e3 / 132}[dtype.itemsize]
+    k_bytes = 64 * dtype.itemsize
+    stages = (smem_bytes - reserved) // ((bm + bn) * k_bytes + barrier_bytes)
+    hidden_ns = (stages - 1) * 2 * bm * bn * 64 / sm_flop_per_ns
+    return stages, hidden_ns
+''',
+    # every group taken as group_m rows: wrong in the last group when group_m does not divide
+    # m_tiles (tile_m runs past the matrix, some tiles are never computed)
+    "07.tile_order": '''
+def wave_tiles(m_tiles, n_tiles, group_m, wave, programs=132):
+    tiles = []
+    for t in range(wave * programs, min((wave + 1) * programs, m_tiles * n_tiles)):
+        per_group = group_m * n_tiles
+        first_m = (t // per_group) * group_m
+        tiles.append((first_m + (t % per_group) % group_m, (t % per_group) // group_m))
+    return tiles
+
+
+def l2_footprint(tiles, bm, bn, k, elem_bytes):
+    a_rows = {m for m, _ in tiles}
+    b_cols = {n for _, n in tiles}
+    return (len(a_rows) * bm + len(b_cols) * bn) * k * elem_bytes
+''',
+}
