@@ -202,3 +202,23 @@ def test_ceiling_measures_a_rate():
     from kernels.matmul import ceiling
 
     assert ceiling.mma_ceiling("bf16", iterations=16) > 0
+
+
+def test_a_ceiling_is_the_median_of_repetitions_and_says_its_spread():
+    from kernels.matmul import ceiling
+
+    steady = ceiling.Ceiling("bf16", (580.0, 585.0, 590.0, 584.0, 586.0), "TFLOP/s")
+    assert steady.rate == 585.0 and steady.stable
+    assert f"{steady.spread:.4f}" == f"{10 / 585:.4f}" and "spread 1.7%" in str(steady)
+    shared = ceiling.Ceiling("int8", (1224.0, 910.0, 1182.0, 1220.0, 1219.0), "TOP/s")
+    assert not shared.stable
+    with pytest.raises(ValueError, match="repetitions expected an int >= 5"):
+        ceiling.measure("bf16", repetitions=3)
+
+
+@pytest.mark.gpu
+def test_ceiling_repeats_at_least_five_times():
+    from kernels.matmul import ceiling
+
+    found = ceiling.measure("bf16", iterations=16)
+    assert len(found.rates) >= 5 and all(r > 0 for r in found.rates)
