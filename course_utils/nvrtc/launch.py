@@ -148,6 +148,16 @@ class Kernel:
             self.set_shared_memory(shared_mem)
         return Launcher(self, grid, block, shared_mem)
 
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        """The driver's ``CUfunction``, for calling the driver yourself."""
+        return self._func
+
+    def pack(self, *args) -> ctypes.Array:
+        """The checked arguments as the pointer array ``cuLaunchKernel`` takes (valid until this
+        kernel packs again on this thread; keep ``args`` alive until the launch)."""
+        return self._packer.pack(args)
+
     def _launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
                 shared_mem: int, stream: torch.cuda.Stream | None) -> None:
         pointers = self._packer.pack(args)
