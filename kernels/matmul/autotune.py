@@ -155,12 +155,24 @@ def use_store(path: str | os.PathLike):
         _override = previous
 
 
+def family(v: str | mma.Variant) -> str:
+    """The variant tuned for ``v``: the fp8 pairings share code and differ only in the
+    instruction's types, so all of them use the e4m3 x e4m3 winners (of their accumulator)."""
+    v = mma.variant(v)
+    if v.name.startswith("fp8"):
+        return "fp8_e4m3_e4m3_f16acc" if v.acc == "f16" else "fp8_e4m3_e4m3"
+    return v.name
+
+
 def best_config(v: str | mma.Variant, shape: tuple[int, int, int] | None = None) -> mma.Config:
-    """The stored winner for this GPU and variant in ``shape``'s size bucket (else the nearest
-    tuned bucket), else the default configuration. Costs a dictionary lookup once warm."""
+    """The stored winner for this GPU and variant (its :func:`family`) in ``shape``'s size
+    bucket, else the nearest tuned bucket, else the default. A dictionary lookup once warm."""
     if not env.HAS_CUDA:
         return mma.DEFAULT_CONFIG
-    return store().best(v if isinstance(v, str) else v.name, shape)
+    return store().best(_families.get(v) or family(v), shape)
+
+
+_families: dict[str, str] = {}  # filled below, when the variants are known
 
 
 def fits(config: mma.Config, v: mma.Variant) -> bool:
@@ -205,3 +217,6 @@ def tune(v: str | mma.Variant, m: int = 4096, n: int = 4096, k: int = 4096,
     if save and trials:
         store().put(v.name, (m, n, k), trials[0].config, trials[0].rate)
     return trials
+
+
+_families.update({name: family(name) for name in mma.VARIANTS})
