@@ -166,6 +166,17 @@ def measure(quick: bool = False) -> list[Row]:
     return rows
 
 
+def plot(rows: list[Row], name: str = "04_launch_overhead"):
+    """Horizontal bars: host µs per call of each layer, grouped, PyTorch's call in grey."""
+    fig, ax = plots.figure("Host time per call, back to back", xlabel="µs per call")
+    labels = [f"{r.group}: {r.layer}" for r in rows]
+    colors = ["#999999" if r.us == r.peer_us else "#1f77b4" for r in rows]
+    ax.barh(range(len(rows)), [r.us for r in rows], color=colors)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    return fig, plots.save(fig, name)
+
+
 def verdict(rows: list[Row]) -> str:
     """The issue's target, as one line: the registry's mma call within 20 µs of torch.mm."""
     registry = next(r for r in rows if r.group.startswith("mma")

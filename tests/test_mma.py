@@ -222,3 +222,11 @@ def test_ceiling_repeats_at_least_five_times():
 
     found = ceiling.measure("bf16", iterations=16)
     assert len(found.rates) >= 5 and all(r > 0 for r in found.rates)
+
+
+def test_compile_many_compiles_in_parallel_what_compile_mma_compiles_one_by_one():
+    small = mma.Config(64, 64, 32, 32, 64, 2)
+    jobs = [("bf16", small), ("int8", small), ("bf16", small)]
+    found = mma.compile_many(jobs, "sm_90")
+    assert [c.key for c in found] == [mma.compile_mma(v, c, "sm_90").key for v, c in jobs]
+    assert all(c.binary[:4] == b"\x7fELF" for c in found)

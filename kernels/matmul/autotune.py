@@ -208,6 +208,7 @@ def tune(v: str | mma.Variant, m: int = 4096, n: int = 4096, k: int = 4096,
     flop = timing.matmul_flop(m, n, k)
     trials = []
     items = [c for c in configs if fits(c, v)]
+    mma.compile_many([(v, c) for c in items])  # in parallel: a sweep is mostly compiles
     for config in (timing.progress(items, f"tuning {v.name}") if progress else items):
         compiled = mma.compile_mma(v, config, verbose=False)
         t = timing.benchmark(mma.launch, v, a, bt, out, config, name=config.short(),

@@ -80,7 +80,7 @@ def measure(v: str | mma.Variant, iterations: int = 256, repetitions: int = REPE
     chains = 16  # CEIL_A x CEIL_B in mma.cu
     flop = blocks * (THREADS // 32) * chains * iterations * v.flop_per_mma
     kernels = [mma.nvrtc.load(mma.compile_mma(v, name="mma_ceiling", vary_operands=vary))
-               for vary in loops]
+               for vary in loops]  # (prepare several variants at once: compile_ceilings)
     rates = []
     for _ in range(repetitions):
         best = 0.0
@@ -96,6 +96,17 @@ def measure(v: str | mma.Variant, iterations: int = 256, repetitions: int = REPE
                       "something else running on the GPU? Measure again before trusting it.",
                       UnstableCeiling, stacklevel=2)
     return found
+
+
+def compile_ceilings(variants) -> None:
+    """Compile the ceiling kernels of ``variants`` in parallel (:func:`mma.compile_many`), so
+    that measuring them one by one does not wait for one compile after another."""
+    arch = env.device_info().arch
+    chosen = [mma.variant(v) for v in variants]
+    for vary in (True, False):
+        mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in chosen
+                          if vary or mma.native_sass(v, arch) is not None],
+                         name="mma_ceiling", vary_operands=vary)
 
 
 def mma_ceiling(v: str | mma.Variant, iterations: int = 256) -> float:
