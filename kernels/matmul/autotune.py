@@ -126,19 +126,20 @@ class Store:
         return chosen
 
 
-_stores: dict[Path, Store] = {}
+_default: Store | None = None
 _override: Store | None = None
 
 
 def store() -> Store:
     """The store in use: this GPU's file under ``var/mma_autotune/``, or the one given to
-    :func:`use_store`."""
+    :func:`use_store`. Every call of the kernel asks, so the answer is kept: building the path
+    again (``pathlib`` and a regex) would cost more than the rest of the lookup."""
+    global _default
     if _override is not None:
         return _override
-    path = env.VAR / "mma_autotune" / f"{env.device_slug()}.json"
-    if path not in _stores:
-        _stores[path] = Store(path)
-    return _stores[path]
+    if _default is None:
+        _default = Store(env.VAR / "mma_autotune" / f"{env.device_slug()}.json")
+    return _default
 
 
 @contextlib.contextmanager

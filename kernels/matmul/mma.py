@@ -343,17 +343,21 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
     return _matmul(v, a, b, config)
 
 
+_best_config = None  # kernels.matmul.autotune.best_config, bound on first use
+
+
 def _matmul(v: Variant, a: torch.Tensor, b: torch.Tensor, config: Config | None = None
             ) -> torch.Tensor:
     """:func:`matmul` on a problem already checked (the registry's ``supports()`` did)."""
-    from kernels.matmul.autotune import best_config  # the tuner imports this module
-
+    global _best_config
+    if _best_config is None:
+        from kernels.matmul.autotune import best_config as _best_config  # imports this module
     m, k = a.shape
     n = b.shape[1]
     out = torch.empty(m, n, dtype=v.out, device=a.device)
     if k == 0:
         return out.zero_()
-    launch(v, *prepare(v, a, b), out, config or best_config(v.name, (m, n, k)))
+    launch(v, *prepare(v, a, b), out, config or _best_config(v.name, (m, n, k)))
     return out
 
 
