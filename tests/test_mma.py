@@ -230,3 +230,20 @@ def test_compile_many_compiles_in_parallel_what_compile_mma_compiles_one_by_one(
     found = mma.compile_many(jobs, "sm_90")
     assert [c.key for c in found] == [mma.compile_mma(v, c, "sm_90").key for v, c in jobs]
     assert all(c.binary[:4] == b"\x7fELF" for c in found)
+
+
+def test_a_ceiling_that_moved_more_than_ten_percent_is_explained():
+    from kernels.matmul import bench_mma
+
+    before = [{"what": "mma int8 4096^3 (cfg)", "value": 700.0, "ceiling": 910.0},
+              {"what": "mma bf16 4096^3 (cfg)", "value": 380.0, "ceiling": 611.0}]
+
+    def point(variant, top, spread):
+        return bench_mma.Point(variant, 4096, 1.0, 1.0, top, spread, None, None, "cfg", "TOP/s")
+
+    note = bench_mma.ceiling_changes([point("int8", 1224.0, 0.01), point("bf16", 600.0, 0.01)],
+                                     before)
+    assert "int8: ceiling 1224 TOP/s" in note and "+35%" in note and "agree" in note
+    assert "bf16" not in note  # -2%: within 10%
+    assert bench_mma.ceiling_changes([point("bf16", 600.0, 0.01)], before) is None
+    assert "disagree" in bench_mma.ceiling_changes([point("int8", 1224.0, 0.09)], before)

@@ -232,6 +232,10 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
         records.append(results.Record(
             LESSON, f"mma {p.variant} {p.n}^3 ({p.config}), bare launch",
             round(p.bare, 1), p.unit, **ceiling_fields, **peer_fields))
+    if note := ceiling_changes(points, recorded()[1] if recorded()[0] == env.device_info().name
+                               else []):
+        records.append(results.Note(LESSON, note))
+        print(note)
     unstable = [p for p in points if p.ceiling_spread > ceiling.MAX_SPREAD]
     if unstable:
         records.append(results.Note(LESSON, "Ceilings whose five repetitions spread more than "
@@ -254,6 +258,32 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
     if sanitizer.path():
         records.append(results.Note(LESSON, sanitize_note()))
     return records
+
+
+def ceiling_changes(points: list[Point], before: list[dict], limit: float = 0.10) -> str | None:
+    """A note for the results file on every ceiling that moved more than ``limit`` from the
+    committed records of this GPU (``before``), with what this run knows about it: its own
+    spread, and the kernel's rate against that ceiling both times."""
+    old = {}
+    for r in before:
+        words = r["what"].split()
+        if r.get("ceiling") and len(words) > 1 and words[0] == "mma":
+            old.setdefault(words[1], r["ceiling"])
+    lines = []
+    for p in {p.variant: p for p in points}.values():
+        if p.variant not in old or abs(p.ceiling / old[p.variant] - 1) <= limit:
+            continue
+        lines.append(f"* {p.variant}: ceiling {p.ceiling:.0f} {p.unit} in this run (five "
+                     f"repetitions, spread {p.ceiling_spread:.1%}) against {old[p.variant]:.0f} "
+                     f"committed before ({p.ceiling / old[p.variant] - 1:+.0%}). "
+                     + ("This run's repetitions agree, so the earlier figure was likely taken "
+                        "on a shared or throttled GPU." if p.ceiling_spread <= ceiling.MAX_SPREAD
+                        else "This run's repetitions disagree too: measure again on a quiet "
+                        "GPU before trusting either."))
+    if not lines:
+        return None
+    return ("Ceilings that moved more than 10% from the previously committed results of this "
+            "GPU:\n\n" + "\n".join(lines))
 
 
 def sanitize_note() -> str:
