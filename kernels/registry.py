@@ -153,18 +153,19 @@ class Kernel:
         for arg_name, t in zip(OPS[self.op].arg_names, args, strict=False):
             if not isinstance(t, torch.Tensor):
                 continue
-            if t.device.type not in self.devices:
+            kind = "cuda" if t.is_cuda else t.device.type  # (is_cuda: no device object)
+            if kind not in self.devices:
                 wanted = " or ".join(d.upper() if d == "cpu" else "CUDA" for d in self.devices)
-                return f"needs a {wanted} tensor, got {arg_name} on {t.device.type}"
+                return f"needs a {wanted} tensor, got {arg_name} on {kind}"
             if t.dtype not in self.dtypes:
                 return (f"supports {', '.join(map(_dtype_name, self.dtypes))}; "
                         f"got {arg_name} of {_dtype_name(t.dtype)}")
             if self.contiguous and not t.is_contiguous():
                 return f"needs contiguous inputs; {arg_name} is not (call .contiguous())"
-            if first_cuda is None and t.is_cuda:
+            if first_cuda is None and kind == "cuda":
                 first_cuda = t
         if self.min_capability is not None and first_cuda is not None:
-            cap = _capability(first_cuda.device.index or 0)
+            cap = _capability(first_cuda.get_device())
             if cap < self.min_capability:
                 major, minor = self.min_capability
                 return f"needs sm_{major}{minor}+; this GPU is sm_{cap[0]}{cap[1]}"

@@ -56,7 +56,7 @@ class Variant:
     @property
     def bits(self) -> int:
         """Bits per operand element."""
-        return 4 if self.int4 else torch.empty(0, dtype=self.a).element_size() * 8
+        return 4 if self.int4 else self.a.itemsize * 8  # (a property: no tensor per call)
 
     @property
     def k_step(self) -> int:
@@ -250,7 +250,7 @@ def _gpu_reason(name: str, capability: tuple[int, int] | None) -> str | None:
 
 def capability(t: torch.Tensor) -> tuple[int, int] | None:
     """The compute capability of the GPU ``t`` is on (read once per GPU), None on the CPU."""
-    return nvrtc.device_capability(t.device.index or 0) if t.is_cuda else None
+    return nvrtc.device_capability(t.get_device()) if t.is_cuda else None
 
 
 def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
@@ -320,7 +320,7 @@ def launch(v: str | Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor
     if m == 0 or n == 0:
         return
     k = a.shape[1] * (2 if v.int4 else 1)
-    kernel = loaded(v, config, a.device.index or 0)
+    kernel = loaded(v, config, a.get_device())
     blocks = -(-m // config.bm) * -(-n // config.bn)
     kernel(a, b, out, m, n, k, grid=blocks, block=config.threads, shared_mem=config.shared_bytes)
 
