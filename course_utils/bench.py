@@ -20,6 +20,7 @@ MODULES = (
     "kernels.gelu.bench",  # 02/03: GeLU providers against copy bandwidth
     "kernels.softmax.bench",  # 02: softmax providers over row lengths
     "kernels.add.bench",  # 04: load_inline vs NVRTC compile times
+    "kernels.overhead",  # 04: host time per call of each layer, beside torch's
     "kernels.matmul.bench_mma",  # 05: every mma.sync variant vs its ceiling and cuBLAS
     "kernels.matmul.fp64.bench",  # 06: the FP64 GEMMs' design spaces against torch.mm float64
     "kernels.matmul.hopper.bench",  # 07: the Hopper steps vs the wgmma ceiling and cuBLAS

@@ -136,6 +136,7 @@ def include_dirs() -> list[Path]:
 
 
 @functools.cache
+@functools.cache  # loaded and declared once: a launch looks functions up on it
 def driver_library() -> ctypes.CDLL:
     lib = ctypes.CDLL("libcuda.so.1")
     p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint

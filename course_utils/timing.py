@@ -156,6 +156,37 @@ def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,
     return Timing(name=name, times_ms=tuple(times), device=kind)
 
 
+def one_call(fn: Callable, *args, name: str | None = None, warmup: int = 3, reps: int = 20,
+             device: str | None = None, **kwargs) -> Timing:
+    """Time ``fn(*args, **kwargs)`` as a caller's own timer sees one call: the GPU idle, two
+    CUDA events around one call, then a sync; ``reps`` such calls. Unlike :func:`benchmark`,
+    whose back-to-back calls let the host queue the next launch while the GPU works, this
+    includes whatever the host does before the kernel starts (checks, allocation, the launch
+    itself): the number a student gets when timing one call of a kernel. On the CPU it is
+    :func:`benchmark` with ``reps`` calls."""
+    if not callable(fn):
+        raise TypeError(f"one_call(fn=...) expected a callable, got {type(fn).__name__}")
+    if warmup < 0 or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"one_call expected warmup >= 0 and reps >= 1, got warmup={warmup}, "
+                         f"reps={reps!r}")
+    name = name or _describe(fn)
+    kind = _pick_device(device, [*args, *kwargs.values()])
+    if kind != "cuda":
+        return benchmark(fn, *args, name=name, warmup=warmup, reps=reps, device=kind, **kwargs)
+    for _ in range(warmup):
+        _call(fn, args, kwargs, name, "warm-up", "one_call")
+    times = []
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        begin.record()
+        _call(fn, args, kwargs, name, "timing", "one_call")
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end))
+    return Timing(name=name, times_ms=tuple(times), device=kind)
+
+
 def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -> list:
     """Run ``fn(param)`` for each parameter, with a progress bar; collect the results.
 

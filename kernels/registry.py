@@ -25,6 +25,7 @@ once. ``kernels/README.md`` is the guide; notebook 06 walks through it with an F
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -143,20 +144,28 @@ class Kernel:
         OPS[self.op].validate(*args)
         if reason := self.unavailable():
             return reason
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return self._problem_reason(args)
+
+    def _problem_reason(self, args: tuple) -> str | None:
+        """What :meth:`supports` checks that depends on the arguments (the machine's part,
+        :meth:`unavailable`, aside)."""
+        first_cuda = None
         for arg_name, t in zip(OPS[self.op].arg_names, args, strict=False):
             if not isinstance(t, torch.Tensor):
                 continue
-            if t.device.type not in self.devices:
+            kind = "cuda" if t.is_cuda else t.device.type  # (is_cuda: no device object)
+            if kind not in self.devices:
                 wanted = " or ".join(d.upper() if d == "cpu" else "CUDA" for d in self.devices)
-                return f"needs a {wanted} tensor, got {arg_name} on {t.device.type}"
+                return f"needs a {wanted} tensor, got {arg_name} on {kind}"
             if t.dtype not in self.dtypes:
                 return (f"supports {', '.join(map(_dtype_name, self.dtypes))}; "
                         f"got {arg_name} of {_dtype_name(t.dtype)}")
             if self.contiguous and not t.is_contiguous():
                 return f"needs contiguous inputs; {arg_name} is not (call .contiguous())"
-        if self.min_capability is not None and any(t.is_cuda for t in tensors):
-            cap = torch.cuda.get_device_capability(tensors[0].device)
+            if first_cuda is None and kind == "cuda":
+                first_cuda = t
+        if self.min_capability is not None and first_cuda is not None:
+            cap = _capability(first_cuda.get_device())
             if cap < self.min_capability:
                 major, minor = self.min_capability
                 return f"needs sm_{major}{minor}+; this GPU is sm_{cap[0]}{cap[1]}"
@@ -179,14 +188,27 @@ class Kernel:
         return self._built
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if reason := self.supports(*args):
+        built = self._built
+        if built is None:  # first call (or a kernel without a build step): the full path
+            if reason := self.supports(*args):
+                raise KernelNotSupported(f"{self.name}: {reason}")
+            return self.load()(*args, **kwargs)
+        # built, so this machine can run it (load() checked): only the problem is checked,
+        # once, here; the kernel does not check again (lesson 04 measures what each layer costs)
+        OPS[self.op].validate(*args)
+        if reason := self._problem_reason(args):
             raise KernelNotSupported(f"{self.name}: {reason}")
-        return self.load()(*args, **kwargs)
+        return built(*args, **kwargs)
 
     def __repr__(self) -> str:
         dtypes = ", ".join(map(_dtype_name, self.dtypes))
         extra = f", meta={self.meta}" if self.meta else ""
         return f"<Kernel {self.name}: {dtypes} on {'/'.join(self.devices)}{extra}>"
+
+
+@functools.cache  # a GPU's capability does not change: ask torch once per device
+def _capability(device: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
 
 
 OPS: dict[str, Op] = {}

@@ -202,3 +202,48 @@ def test_ceiling_measures_a_rate():
     from kernels.matmul import ceiling
 
     assert ceiling.mma_ceiling("bf16", iterations=16) > 0
+
+
+def test_a_ceiling_is_the_median_of_repetitions_and_says_its_spread():
+    from kernels.matmul import ceiling
+
+    steady = ceiling.Ceiling("bf16", (580.0, 585.0, 590.0, 584.0, 586.0), "TFLOP/s")
+    assert steady.rate == 585.0 and steady.stable
+    assert f"{steady.spread:.4f}" == f"{10 / 585:.4f}" and "spread 1.7%" in str(steady)
+    shared = ceiling.Ceiling("int8", (1224.0, 910.0, 1182.0, 1220.0, 1219.0), "TOP/s")
+    assert not shared.stable
+    with pytest.raises(ValueError, match="repetitions expected an int >= 5"):
+        ceiling.measure("bf16", repetitions=3)
+
+
+@pytest.mark.gpu
+def test_ceiling_repeats_at_least_five_times():
+    from kernels.matmul import ceiling
+
+    found = ceiling.measure("bf16", iterations=16)
+    assert len(found.rates) >= 5 and all(r > 0 for r in found.rates)
+
+
+def test_compile_many_compiles_in_parallel_what_compile_mma_compiles_one_by_one():
+    small = mma.Config(64, 64, 32, 32, 64, 2)
+    jobs = [("bf16", small), ("int8", small), ("bf16", small)]
+    found = mma.compile_many(jobs, "sm_90")
+    assert [c.key for c in found] == [mma.compile_mma(v, c, "sm_90").key for v, c in jobs]
+    assert all(c.binary[:4] == b"\x7fELF" for c in found)
+
+
+def test_a_ceiling_that_moved_more_than_ten_percent_is_explained():
+    from kernels.matmul import bench_mma
+
+    before = [{"what": "mma int8 4096^3 (cfg)", "value": 700.0, "ceiling": 910.0},
+              {"what": "mma bf16 4096^3 (cfg)", "value": 380.0, "ceiling": 611.0}]
+
+    def point(variant, top, spread):
+        return bench_mma.Point(variant, 4096, 1.0, 1.0, top, spread, None, None, "cfg", "TOP/s")
+
+    note = bench_mma.ceiling_changes([point("int8", 1224.0, 0.01), point("bf16", 600.0, 0.01)],
+                                     before)
+    assert "int8: ceiling 1224 TOP/s" in note and "+35%" in note and "agree" in note
+    assert "bf16" not in note  # -2%: within 10%
+    assert bench_mma.ceiling_changes([point("bf16", 600.0, 0.01)], before) is None
+    assert "disagree" in bench_mma.ceiling_changes([point("int8", 1224.0, 0.09)], before)

@@ -112,3 +112,13 @@ def test_verdict_says_what_was_expected_measured_and_why_it_may_differ():
     assert line.endswith("NOT here; it may differ because a busy machine")
     with pytest.raises(ValueError, match="verdict: why expected a non-empty str, got ''"):
         timing.verdict("A", "B", True, "")
+
+
+def test_one_call_times_each_call_on_its_own_and_refuses_bad_input():
+    calls = []
+    t = timing.one_call(lambda: calls.append(1), reps=7, warmup=2, device="cpu")
+    assert t.n == 7 and len(calls) == 9 and t.device == "cpu"
+    with pytest.raises(ValueError, match="reps >= 1"):
+        timing.one_call(lambda: None, reps=0, device="cpu")
+    with pytest.raises(TypeError, match="expected a callable, got int"):
+        timing.one_call(3)

@@ -26,7 +26,9 @@ At compile time the part above the marker is replaced by a header generated from
   changes the binary: the final source (generated header included), options, architecture,
   output kind and NVRTC version. A (re)build prints one line saying why it built.
 * Launches check the arguments against the kernel's parameter list before calling the driver, so
-  a wrong count or type is a Python ``TypeError``, not a crashed process.
+  a wrong count or type is a Python ``TypeError``, not a crashed process. The list is read from
+  the source once per loaded kernel; a launch only checks and packs values (a few microseconds),
+  and ``kernel.launcher(grid=..., block=...)`` checks a launch shape once for many launches.
 
 The package, by responsibility (import from ``course_utils.nvrtc``; the names below are its API):
 
@@ -58,10 +60,14 @@ from course_utils.nvrtc.compiler import (
     version_string,
 )
 from course_utils.nvrtc.launch import (
+    ArgPacker,
     Kernel,
+    Launcher,
     NoGPUError,
     Param,
     check_args,
+    device_capability,
+    device_properties,
     kernel,
     load,
     parameters,
@@ -81,10 +87,10 @@ from course_utils.nvrtc.source import (
 
 __all__ = [
     "CACHE_FORMAT", "DEFAULT_ARCH", "DEFAULT_OPTIONS", "DTYPE_CTYPES", "EXAMPLE", "MARKER",
-    "CompileError", "Compiled", "Kernel", "NoGPUError", "Param", "Source", "assemble",
-    "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler", "examples",
-    "generate_header", "ide_defines", "include_dirs", "kernel", "kernel_sources", "launch",
-    "library_path", "load", "normalize_arch", "parameters", "read_source", "source",
-    "supported_archs", "torch_compat", "unavailable_reason", "use_cache_dir", "version",
-    "version_string",
+    "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param", "Source",
+    "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler",
+    "device_capability", "device_properties", "examples", "generate_header", "ide_defines",
+    "include_dirs", "kernel", "kernel_sources", "launch", "library_path", "load", "normalize_arch",
+    "parameters", "read_source", "source", "supported_archs", "torch_compat", "unavailable_reason",
+    "use_cache_dir", "version", "version_string",
 ]

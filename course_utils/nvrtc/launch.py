@@ -8,9 +8,9 @@ a wrong count or type is a Python ``TypeError``, not a crashed process.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
+import functools
 import os
 import re
 import threading
@@ -110,24 +110,20 @@ class Kernel:
     """A loaded kernel: ``kernel(*args, grid=..., block=..., shared_mem=0, stream=None)``.
 
     Tensors go to pointer parameters, Python numbers to scalar parameters; both are checked
-    against the parameter list before the launch.
+    against the parameter list before the launch. The list is read from the source once, when
+    the kernel is loaded; a launch only checks and packs the values (:class:`ArgPacker`).
+    ``kernel.launcher(grid=..., block=...)`` checks the launch shape once too, for a caller that
+    launches the same shape many times.
     """
 
     def __init__(self, compiled: Compiled, device: int):
         self.compiled = compiled
         self.device = device
         self.params = parameters(compiled)
-        lib = cuda_libs.driver_library()
-        module, func = ctypes.c_void_p(), ctypes.c_void_p()
-        with torch.cuda.device(device):
-            _ensure_context(device)
-            cuda_libs.check_driver(lib.cuModuleLoadData(ctypes.byref(module), compiled.binary),
-                                f"loading {compiled.name} ({compiled.output} for "
-                                f"{compiled.arch})")
-            cuda_libs.check_driver(lib.cuModuleGetFunction(ctypes.byref(func), module,
-                                                        compiled.lowered_name.encode()),
-                                f"finding {compiled.lowered_name}")
-        self._module, self._func = module, func
+        self._packer = ArgPacker(compiled.name, self.params, device)
+        self._module, self._func = _load_function(compiled, device)
+        # the ctypes function object, looked up once (its argtypes are declared by cuda_libs)
+        self._cu_launch = cuda_libs.driver_library().cuLaunchKernel
         self._shared_configured = 48 * 1024
 
     def __repr__(self) -> str:
@@ -137,30 +133,48 @@ class Kernel:
     def __call__(self, *args, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1,
                  shared_mem: int = 0, stream: torch.cuda.Stream | None = None) -> None:
         grid, block = _dims("grid", grid), _dims("block", block)
-        if grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
-            raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
-        if block[0] * block[1] * block[2] > 1024:
-            raise ValueError(f"block expected at most 1024 threads, got {block}")
-        if not isinstance(shared_mem, int) or shared_mem < 0:
-            raise ValueError(f"shared_mem expected a byte count >= 0, got {shared_mem!r}")
-        values = check_args(self.compiled.name, self.params, args, self.device)
+        _check_shape(grid, block, shared_mem)
         if shared_mem > self._shared_configured:
             self.set_shared_memory(shared_mem)
-        lib = cuda_libs.driver_library()
-        # cuLaunchKernel takes an array of pointers to the argument values (kept alive here)
-        pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        stream = stream or torch.cuda.current_stream(self.device)
-        with contextlib.ExitStack() as guard:
-            if torch.cuda.current_device() != self.device:
-                guard.enter_context(torch.cuda.device(self.device))
-            cuda_libs.check_driver(lib.cuLaunchKernel(self._func, *grid, *block, shared_mem,
-                                                   ctypes.c_void_p(stream.cuda_stream),
-                                                   pointers, None),
-                                f"launching {self.compiled.name}")
+        self._launch(args, grid, block, shared_mem, stream)
+
+    def launcher(self, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1,
+                 shared_mem: int = 0) -> Launcher:
+        """This kernel bound to one launch shape, checked now: ``launcher(*args, stream=None)``
+        then only checks and packs the arguments."""
+        grid, block = _dims("grid", grid), _dims("block", block)
+        _check_shape(grid, block, shared_mem)
+        if shared_mem > self._shared_configured:
+            self.set_shared_memory(shared_mem)
+        return Launcher(self, grid, block, shared_mem)
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        """The driver's ``CUfunction``, for calling the driver yourself."""
+        return self._func
+
+    def pack(self, *args) -> ctypes.Array:
+        """The checked arguments as the pointer array ``cuLaunchKernel`` takes (valid until this
+        kernel packs again on this thread; keep ``args`` alive until the launch)."""
+        return self._packer.pack(args)
+
+    def _launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
+                shared_mem: int, stream: torch.cuda.Stream | None) -> None:
+        pointers = self._packer.pack(args)
+        handle = _raw_stream(self.device) if stream is None else stream.cuda_stream
+        if torch.cuda.current_device() == self.device:
+            result = self._cu_launch(self._func, *grid, *block, shared_mem, handle, pointers,
+                                     None)
+        else:  # the function belongs to its device's context: make that one current
+            with torch.cuda.device(self.device):
+                result = self._cu_launch(self._func, *grid, *block, shared_mem, handle,
+                                         pointers, None)
+        if result:
+            cuda_libs.check_driver(result, f"launching {self.compiled.name}")
 
     def set_shared_memory(self, nbytes: int) -> None:
         """Allow ``nbytes`` of dynamic shared memory (> 48 KB needs this opt-in)."""
-        limit = torch.cuda.get_device_properties(self.device).shared_memory_per_block_optin
+        limit = device_properties(self.device).shared_memory_per_block_optin
         if nbytes > limit:
             raise ValueError(f"shared_mem={nbytes} bytes exceeds this GPU's per-block limit "
                              f"of {limit} bytes")
@@ -171,9 +185,175 @@ class Kernel:
         self._shared_configured = nbytes
 
 
-def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> list:
+class Launcher:
+    """A :class:`Kernel` bound to a checked launch shape (from :meth:`Kernel.launcher`)."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], shared_mem: int):
+        self.kernel, self.grid, self.block, self.shared_mem = kernel, grid, block, shared_mem
+
+    def __call__(self, *args, stream: torch.cuda.Stream | None = None) -> None:
+        self.kernel._launch(args, self.grid, self.block, self.shared_mem, stream)
+
+    def __repr__(self) -> str:
+        return (f"<launcher of {self.kernel.compiled.name}: grid {self.grid}, "
+                f"block {self.block}, shared_mem {self.shared_mem}>")
+
+
+_BY_VALUE = (ctypes._SimpleCData, ctypes.Structure)  # the escape hatch of check_args
+
+
+class ArgPacker:
+    """Packs a launch's arguments into the array of pointers ``cuLaunchKernel`` takes.
+
+    What depends only on the parameter list is decided once, here: one small check-and-store
+    function per parameter, and (per thread, so that two threads can launch at once) one
+    ctypes value per parameter with the pointer array already pointing at them. A launch then
+    stores each argument into its slot; nothing is parsed or allocated. Any argument the quick
+    checks do not accept goes through :func:`check_args`, which raises the ``TypeError`` that
+    names it (or accepts it: an ``IntEnum``, say, and the launch goes on from its values).
+    A ``ctypes`` value or ``ctypes.Structure`` is passed as it is (by value), as in check_args.
+    """
+
+    def __init__(self, name: str, params: Sequence[Param], device: int | torch.device):
+        self.name, self.params, self.device = name, list(params), device
+        where = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        self._stores = [_store_for(param, where) for param in self.params]
+        self._local = threading.local()
+
+    def _buffers(self):
+        try:
+            return self._local.buffers
+        except AttributeError:
+            slots = [ctypes.c_void_p() if p.pointer else _SCALARS.get(p.ctype, (ctypes.c_void_p,
+                                                                               ""))[0]()
+                     for p in self.params]
+            addresses = [ctypes.addressof(slot) for slot in slots]
+            pointers = (ctypes.c_void_p * max(len(slots), 1))(*addresses)
+            self._local.buffers = (slots, addresses, pointers, [])
+            return self._local.buffers
+
+    def pack(self, args: Sequence) -> ctypes.Array:
+        """The pointer array for ``args``; valid until this thread's next pack. ``args`` must
+        stay alive until the launch (a by-value ctypes argument is pointed at, not copied)."""
+        if len(args) != len(self._stores):
+            check_args(self.name, self.params, args, self.device)  # raises: the count
+        slots, addresses, pointers, redirected = self._buffers()
+        for i in redirected:  # the last launch pointed these at by-value arguments
+            pointers[i] = addresses[i]
+        redirected.clear()
+        for i, (store, arg) in enumerate(zip(self._stores, args, strict=True)):
+            if store(arg, slots[i]):
+                continue
+            if isinstance(arg, _BY_VALUE):
+                pointers[i] = ctypes.addressof(arg)
+                redirected.append(i)
+                continue
+            return self._slow(args)
+        return pointers
+
+    def _slow(self, args: Sequence) -> ctypes.Array:
+        values = check_args(self.name, self.params, args, self.device)  # raises if wrong
+        self._local.kept = values  # alive until this thread's next slow launch
+        return (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+
+
+def _store_for(param: Param, device: torch.device):
+    """``store(arg, slot) -> bool``: put ``arg`` in ``slot`` if it is what the parameter takes
+    in the common case (exactly the type check_args accepts), else False."""
+    if param.pointer:
+        dtype = None if param.ctype == "void" else param.dtype
+
+        def store(arg, slot):
+            if (isinstance(arg, torch.Tensor) and arg.device == device
+                    and (dtype is None or arg.dtype == dtype)):
+                slot.value = arg.data_ptr()
+                return True
+            return False
+
+        return store
+    if param.ctype not in _SCALARS:
+        return lambda arg, slot: False  # only a ctypes value goes here (the escape hatch)
+    ctype, kind = _SCALARS[param.ctype]
+    if kind == "int":
+        low, high = _int_range(ctype)
+
+        def store(arg, slot):
+            if type(arg) is int and low <= arg < high:
+                slot.value = arg
+                return True
+            return False
+
+        return store
+    accepted = (float, int) if kind == "float" else (bool,)
+
+    def store(arg, slot):
+        if type(arg) in accepted:
+            slot.value = arg
+            return True
+        return False
+
+    return store
+
+
+def _int_range(ctype: type) -> tuple[int, int]:
+    bits = ctypes.sizeof(ctype) * 8
+    if ctype in (ctypes.c_uint32, ctypes.c_uint64):
+        return 0, 2**bits
+    return -2**(bits - 1), 2**(bits - 1)
+
+
+def _check_shape(grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem) -> None:
+    if grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
+        raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
+    if block[0] * block[1] * block[2] > 1024:
+        raise ValueError(f"block expected at most 1024 threads, got {block}")
+    if not isinstance(shared_mem, int) or shared_mem < 0:
+        raise ValueError(f"shared_mem expected a byte count >= 0, got {shared_mem!r}")
+
+
+def _raw_stream(device: int) -> int:
+    """The handle of the device's current stream, as ``torch.cuda.current_stream().cuda_stream``
+    gives it, without building a Stream object: torch's own private getter where it has one."""
+    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if getter is not None:
+        return getter(device)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+@functools.cache
+def device_properties(device: int):
+    """``torch.cuda.get_device_properties(device)``, read once per device and process."""
+    return torch.cuda.get_device_properties(device)
+
+
+@functools.cache
+def device_capability(device: int) -> tuple[int, int]:
+    """``torch.cuda.get_device_capability(device)``, read once per device and process."""
+    return torch.cuda.get_device_capability(device)
+
+
+def _load_function(compiled: Compiled, device: int) -> tuple[ctypes.c_void_p, ctypes.c_void_p]:
+    """Load the binary into the device's context; (module, function) handles."""
+    lib = cuda_libs.driver_library()
+    module, func = ctypes.c_void_p(), ctypes.c_void_p()
+    with torch.cuda.device(device):
+        _ensure_context(device)
+        cuda_libs.check_driver(lib.cuModuleLoadData(ctypes.byref(module), compiled.binary),
+                               f"loading {compiled.name} ({compiled.output} for "
+                               f"{compiled.arch})")
+        cuda_libs.check_driver(lib.cuModuleGetFunction(ctypes.byref(func), module,
+                                                       compiled.lowered_name.encode()),
+                               f"finding {compiled.lowered_name}")
+    return module, func
+
+
+def check_args(name: str, params: Sequence[Param], args: tuple, device: int | torch.device
+               ) -> list:
     """The ctypes values for a launch of ``name``: raises TypeError naming the argument when
-    the count or a type does not match the parameter list (before anything reaches the GPU)."""
+    the count or a type does not match the parameter list (before anything reaches the GPU).
+    ``device``: the kernel's GPU (an index) or device."""
+    want = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     if len(args) != len(params):
         sig = ", ".join(p.spelled for p in params)
         raise TypeError(f"{name} takes {len(params)} arguments ({sig}), "
@@ -181,7 +361,7 @@ def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> 
     values = []
     for i, (param, arg) in enumerate(zip(params, args, strict=True)):
         where = f"{name}: argument {i} ({param.spelled})"
-        if isinstance(arg, ctypes._SimpleCData | ctypes.Structure):
+        if isinstance(arg, _BY_VALUE):
             # escape hatch: the caller knows best (a ctypes.Structure goes by value, e.g. a
             # TMA descriptor for a `const __grid_constant__ CUtensorMap` parameter)
             values.append(arg)
@@ -189,8 +369,8 @@ def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> 
             if not isinstance(arg, torch.Tensor):
                 raise TypeError(f"{where} expected a CUDA tensor, got "
                                 f"{type(arg).__name__}")
-            if arg.device != torch.device("cuda", device):
-                raise TypeError(f"{where} expected a tensor on cuda:{device}, "
+            if arg.device != want:
+                raise TypeError(f"{where} expected a tensor on {want}, "
                                 f"got one on {arg.device}")
             if param.dtype is not None and arg.dtype != param.dtype and param.ctype != "void":
                 raise TypeError(f"{where} expected a {param.dtype} tensor "
@@ -208,9 +388,7 @@ def check_args(name: str, params: Sequence[Param], args: tuple, device: int) -> 
                 raise TypeError(f"{where} expected a Python {kind}, got "
                                 f"{type(arg).__name__}")
             if kind == "int":
-                bits = ctypes.sizeof(ctype) * 8
-                low = 0 if ctype in (ctypes.c_uint32, ctypes.c_uint64) else -2**(bits - 1)
-                high = 2**bits if low == 0 else 2**(bits - 1)
+                low, high = _int_range(ctype)
                 if not low <= arg < high:
                     raise TypeError(f"{where}: {arg} does not fit in {param.ctype}")
             values.append(ctype(arg))
@@ -239,6 +417,8 @@ _loaded: dict[tuple[str, int], Kernel] = {}
 
 def load(compiled: Compiled, device: int | None = None) -> Kernel:
     """Load a compiled kernel onto a GPU (once per device) and return it, ready to launch."""
+    if device is not None and (loaded := _loaded.get((compiled.key, device))) is not None:
+        return loaded  # the common case, a dictionary lookup: checked when it was loaded
     if not torch.cuda.is_available():
         raise NoGPUError(f"cannot load {compiled.name}: {'; '.join(env.unmet('cuda'))}. "
                          "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
@@ -246,7 +426,7 @@ def load(compiled: Compiled, device: int | None = None) -> Kernel:
         raise ValueError("this program was compiled without a kernel name (name=None): "
                          "compile it with the kernel's name to load it")
     device = torch.cuda.current_device() if device is None else device
-    cap = torch.cuda.get_device_capability(device)
+    cap = device_capability(device)
     have = f"sm_{cap[0]}{cap[1]}"
     if compiled.output == "cubin" and compiled.arch.rstrip("af") != have:
         raise ValueError(f"{compiled.name} is CUBIN for {compiled.arch}; this GPU is {have}. "

@@ -7,6 +7,7 @@ program, compiled on first use and cached (memory and ``var/nvrtc_cache/``).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -30,9 +31,15 @@ def compile_add(dtype: torch.dtype = torch.float32, arch=None, **kwargs) -> nvrt
     return nvrtc.compile(SOURCE, KERNEL, defines=defines(dtype), arch=arch, **kwargs)
 
 
+@functools.cache  # compiled and loaded on first use; then a call is a dictionary lookup
+def loaded(dtype: torch.dtype, device: int) -> nvrtc.Kernel:
+    """add.cu for ``dtype``, loaded on GPU ``device`` (compiled or read from the cache once)."""
+    return nvrtc.load(compile_add(dtype), device)
+
+
 def add_nvrtc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a + b with the NVRTC-compiled add.cu; the launch is written here, in Python."""
-    kernel = nvrtc.load(compile_add(a.dtype), a.device.index or 0)
+    kernel = loaded(a.dtype, a.device.index or 0)
     a, b = a.contiguous(), b.contiguous()
     out = torch.empty_like(a)
     n = a.numel()

@@ -2,35 +2,49 @@
 
 For each variant that this GPU runs, in one process:
 
-* the instruction ceiling (:func:`kernels.matmul.ceiling.mma_ceiling`, registers only);
-* the course's kernel (``mma.cu``) at 4096³ and 8192³, with the autotuned configuration;
+* the instruction ceiling (:func:`kernels.matmul.ceiling.measure`, registers only, five
+  repetitions: median and spread);
+* the course's kernel (``mma.cu``) at 4096³ and 8192³, with the autotuned configuration, timed
+  the way a caller calls it: the registered kernel (``kernels.get_kernel("matmul", "mma", v)``)
+  back to back, beside the bare launch (``mma.launch``, operands prepared and output allocated
+  once);
 * the peer PyTorch offers for the same types: ``torch.mm`` (bf16, fp16, tf32), ``torch._int_mm``
   (int8), ``torch._scaled_mm`` (fp8; cuBLAS has no e5m2 x e5m2), none for int4.
 
-Notebook 05 calls :func:`measure` and :func:`plot`; ``make bench`` calls :func:`run`.
+:func:`caller_view` times bf16 at the shapes where a caller sees the difference: 1024³ and
+2048³ (host cost shows), 8192×1024×8192 and 4000³ (not square, not tile multiples), each call
+back to back and one call between CUDA events (a student's timer), beside cuBLAS timed the same
+two ways.
+
+Notebook 05 calls :func:`measure`, :func:`caller_view` and :func:`plot`; ``make bench`` calls
+:func:`run`, whose records the notebook shows (:func:`recorded`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
 import torch
 
+import kernels
 from course_utils import env, plots, results, sanitizer, timing
 from kernels.matmul import autotune, ceiling, mma
 
 LESSON = "05_mma_matmul"
 SIZES = (4096, 8192)
-# tuned once per family: the fp8 pairings share code and differ only in the instruction's types
-TUNED = {"bf16": "bf16", "fp16": "fp16", "fp16_f16acc": "fp16_f16acc", "tf32": "tf32",
-         "int8": "int8", "int4": "int4"}
+# where a caller sees host cost (small), and shapes that are not square or not tile multiples
+CALLER_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+                 (8192, 8192, 8192), (8192, 1024, 8192), (4000, 4000, 4000))
+# what lesson 05's story needs measured live; `make bench` measures every variant
+STORY = tuple(name for name in ("bf16", "fp16", "fp16_f16acc", "tf32", "int8", "fp8_e4m3_e4m3")
+              if name in mma.VARIANTS)  # (a torch without float8 has no fp8 variants)
 
 
 def family(v: mma.Variant) -> str:
-    if v.name.startswith("fp8"):
-        return "fp8_e4m3_e4m3_f16acc" if v.acc == "f16" else "fp8_e4m3_e4m3"
-    return TUNED[v.name]
+    """The variant whose tuning this one uses (:func:`kernels.matmul.autotune.family`)."""
+    return autotune.family(v)
 
 
 def peer(v: mma.Variant, a: torch.Tensor, b: torch.Tensor):
@@ -63,8 +77,10 @@ def peer(v: mma.Variant, a: torch.Tensor, b: torch.Tensor):
 class Point:
     variant: str
     n: int
-    rate: float  # TFLOP/s or TOP/s, median call
-    ceiling: float  # the instruction's, same run
+    rate: float  # TFLOP/s or TOP/s, median call of the registered kernel, back to back
+    bare: float  # the same, mma.launch on prepared operands (no checks, no allocation)
+    ceiling: float  # the instruction's, same run (median of repetitions)
+    ceiling_spread: float  # (max - min) / median of the ceiling's repetitions
     peer: float | None
     peer_what: str | None
     config: str
@@ -79,16 +95,18 @@ class Point:
         return self.rate / self.peer if self.peer else None
 
     def row(self) -> dict:
-        return {"variant": self.variant, "n": self.n, "rate": round(self.rate, 1),
-                "unit": self.unit,
-                "ceiling": round(self.ceiling, 1), "of ceiling": f"{self.of_ceiling:.2f}",
+        return {"variant": self.variant, "n": self.n, "registry call": round(self.rate, 1),
+                "bare launch": round(self.bare, 1), "unit": self.unit,
+                "ceiling": round(self.ceiling, 1), "spread": f"{self.ceiling_spread:.1%}",
+                "of ceiling": f"{self.of_ceiling:.2f}",
                 "peer": round(self.peer, 1) if self.peer else "none",
                 "of peer": f"{self.of_peer:.2f}" if self.of_peer else "n/a",
                 "config": self.config}
 
 
 def measure(variants=None, sizes=SIZES, tune: bool = True) -> list[Point]:
-    """Ceiling, kernel and peer for each variant this GPU runs (a progress bar per tuning)."""
+    """Ceiling, kernel (registered call and bare launch) and peer for each variant this GPU
+    runs (a progress bar per tuning)."""
     cap = torch.cuda.get_device_capability()
     chosen = [mma.variant(v) for v in (variants or mma.VARIANTS)]
     chosen = [v for v in chosen if mma.gpu_reason(v, cap) is None]
@@ -98,23 +116,84 @@ def measure(variants=None, sizes=SIZES, tune: bool = True) -> list[Point]:
                 trials = autotune.tune(name, n, n, n)
                 print(f"tuned {name} at {n}: " + ", ".join(
                     f"{t.config.short()} {t.rate:.0f}" for t in trials[:3]))
+    # every kernel this measures, compiled first and in parallel (cached ones cost nothing)
+    ceiling.compile_ceilings(chosen)
+    mma.compile_many([(v, autotune.best_config(v, (n, n, n))) for v in chosen for n in sizes])
     points = []
     for v in timing.progress(chosen, "variants"):
-        top = ceiling.mma_ceiling(v)
+        top = ceiling.measure(v)
         for n in sizes:
             config = autotune.best_config(family(v), (n, n, n))
             a, b = autotune.operands(v, n, n, n)
             packed_a, bt = mma.prepare(v, a, b)
             out = torch.empty(n, n, dtype=v.out, device="cuda")
             flop = timing.matmul_flop(n, n, n)
-            t = timing.benchmark(mma.launch, v, packed_a, bt, out, config, name=v.name)
+            bare = timing.benchmark(mma.launch, v, packed_a, bt, out, config, name=v.name)
+            called = timing.benchmark(kernels.get_kernel("matmul", "mma", v.name), a, b,
+                                     name=f"{v.name} registry")
             found = peer(v, a, b)
             peer_rate = None
             if found:
                 peer_rate = timing.tflops(flop, timing.benchmark(found[1], device="cuda").median)
-            points.append(Point(v.name, n, timing.tflops(flop, t.median), top, peer_rate,
-                                found[0] if found else None, config.short(), v.unit))
+            points.append(Point(v.name, n, timing.tflops(flop, called.median),
+                                timing.tflops(flop, bare.median), top.rate, top.spread,
+                                peer_rate, found[0] if found else None, config.short(), v.unit))
     return points
+
+
+@dataclass(frozen=True)
+class CallerPoint:
+    shape: tuple[int, int, int]
+    back_to_back: float  # TFLOP/s, registered kernel, calls queued back to back
+    one_call: float  # TFLOP/s, one call between CUDA events, GPU idle before it
+    bare: float  # TFLOP/s, mma.launch back to back on prepared operands
+    cublas: float  # torch.mm back to back
+    cublas_one_call: float  # torch.mm, one call between events
+
+    def row(self) -> dict:
+        m, n, k = self.shape
+        return {"shape": f"{m}x{n}x{k}", "registry, back to back": round(self.back_to_back, 1),
+                "registry, one call": round(self.one_call, 1), "bare launch": round(self.bare, 1),
+                "cuBLAS, back to back": round(self.cublas, 1),
+                "cuBLAS, one call": round(self.cublas_one_call, 1),
+                "one call ÷ cuBLAS one call": f"{self.one_call / self.cublas_one_call:.2f}"}
+
+
+def caller_view(shapes=CALLER_SHAPES, v: str = "bf16") -> list[CallerPoint]:
+    """The registered kernel timed as callers time it, beside the bare launch and cuBLAS."""
+    v = mma.variant(v)
+    kernel = kernels.get_kernel("matmul", "mma", v.name)
+    points = []
+    for m, n, k in timing.progress(list(shapes), f"{v.name} as a caller calls it"):
+        a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+        b = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b).t()  # column-major
+        out = torch.empty(m, n, dtype=v.out, device="cuda")
+        config = autotune.best_config(v.name, (m, n, k))
+        flop = timing.matmul_flop(m, n, k)
+        rate = lambda t, f=flop: timing.tflops(f, t.median)  # noqa: E731
+        packed_a, bt = mma.prepare(v, a, b)
+        points.append(CallerPoint(
+            (m, n, k), rate(timing.benchmark(kernel, a, b, name="registry")),
+            rate(timing.one_call(kernel, a, b, name="registry, one call")),
+            rate(timing.benchmark(mma.launch, v, packed_a, bt, out, config, name="bare")),
+            rate(timing.benchmark(torch.mm, a, b, name="cuBLAS")),
+            rate(timing.one_call(torch.mm, a, b, name="cuBLAS, one call"))))
+    return points
+
+
+def recorded(lesson: str = LESSON) -> tuple[str | None, list[dict]]:
+    """``(device, records)``: ``make bench``'s records of ``lesson`` from ``docs/results/``,
+    this GPU's if it has some, else the first GPU's that has (for a machine without one)."""
+    mine = env.RESULTS_DIR / f"{env.device_slug()}.json"
+    for path in [mine, *sorted(env.RESULTS_DIR.glob("*.json"))]:
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        found = [r for r in data.get("records", []) if r["lesson"] == lesson]
+        if found:
+            stamp = data.get("environments", {}).get(lesson, data.get("environment", {}))
+            return stamp.get("device"), found
+    return None, []
 
 
 def plot(points: list[Point], n: int = 8192, name: str = "mma_variants"):
@@ -142,14 +221,69 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
     print(plots.stamped_table([p.row() for p in points], "mma.sync variants"))
     records: list[results.Record | results.Note] = []
     for p in points:
+        peer_fields = ({"peer": round(p.peer, 1), "peer_what": f"{p.peer_what}, same run"}
+                       if p.peer else {})
+        ceiling_fields = {"ceiling": round(p.ceiling, 1),
+                          "ceiling_what": f"mma.sync ceiling, same run (median of 5, spread "
+                                          f"{p.ceiling_spread:.1%})"}
         records.append(results.Record(
-            LESSON, f"mma {p.variant} {p.n}^3 ({p.config})", round(p.rate, 1), p.unit,
-            ceiling=round(p.ceiling, 1), ceiling_what="mma.sync ceiling, same run",
-            **({"peer": round(p.peer, 1), "peer_what": f"{p.peer_what}, same run"}
-               if p.peer else {})))
+            LESSON, f"mma {p.variant} {p.n}^3 ({p.config}), registered kernel, back to back",
+            round(p.rate, 1), p.unit, **ceiling_fields, **peer_fields))
+        records.append(results.Record(
+            LESSON, f"mma {p.variant} {p.n}^3 ({p.config}), bare launch",
+            round(p.bare, 1), p.unit, **ceiling_fields, **peer_fields))
+    if note := ceiling_changes(points, recorded()[1] if recorded()[0] == env.device_info().name
+                               else []):
+        records.append(results.Note(LESSON, note))
+        print(note)
+    unstable = [p for p in points if p.ceiling_spread > ceiling.MAX_SPREAD]
+    if unstable:
+        records.append(results.Note(LESSON, "Ceilings whose five repetitions spread more than "
+                                    f"{ceiling.MAX_SPREAD:.0%}: " + ", ".join(
+                                        f"{p.variant} {p.ceiling_spread:.1%}" for p in unstable)
+                                    + ". Measure them again on a quiet GPU."))
+    shapes = CALLER_SHAPES[:3] if quick else CALLER_SHAPES
+    view = caller_view(shapes)
+    print(plots.stamped_table([c.row() for c in view], "bf16 as a caller calls it (TFLOP/s)"))
+    for c in view:
+        m, n, k = c.shape
+        for how, value, cublas in (("back to back", c.back_to_back, c.cublas),
+                                   ("one call between CUDA events", c.one_call,
+                                    c.cublas_one_call)):
+            records.append(results.Record(
+                LESSON, f"mma bf16 {m}x{n}x{k}, registered kernel, {how}", round(value, 1),
+                "TFLOP/s", ceiling=round(c.bare, 1),
+                ceiling_what="bare launch of the same kernel, back to back, same run",
+                peer=round(cublas, 1), peer_what=f"torch.mm (cuBLAS), {how}, same run"))
     if sanitizer.path():
         records.append(results.Note(LESSON, sanitize_note()))
     return records
+
+
+def ceiling_changes(points: list[Point], before: list[dict], limit: float = 0.10) -> str | None:
+    """A note for the results file on every ceiling that moved more than ``limit`` from the
+    committed records of this GPU (``before``), with what this run knows about it: its own
+    spread, and the kernel's rate against that ceiling both times."""
+    old = {}
+    for r in before:
+        words = r["what"].split()
+        if r.get("ceiling") and len(words) > 1 and words[0] == "mma":
+            old.setdefault(words[1], r["ceiling"])
+    lines = []
+    for p in {p.variant: p for p in points}.values():
+        if p.variant not in old or abs(p.ceiling / old[p.variant] - 1) <= limit:
+            continue
+        lines.append(f"* {p.variant}: ceiling {p.ceiling:.0f} {p.unit} in this run (five "
+                     f"repetitions, spread {p.ceiling_spread:.1%}) against {old[p.variant]:.0f} "
+                     f"committed before ({p.ceiling / old[p.variant] - 1:+.0%}). "
+                     + ("This run's repetitions agree, so the earlier figure was likely taken "
+                        "on a shared or throttled GPU." if p.ceiling_spread <= ceiling.MAX_SPREAD
+                        else "This run's repetitions disagree too: measure again on a quiet "
+                        "GPU before trusting either."))
+    if not lines:
+        return None
+    return ("Ceilings that moved more than 10% from the previously committed results of this "
+            "GPU:\n\n" + "\n".join(lines))
 
 
 def sanitize_note() -> str:

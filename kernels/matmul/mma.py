@@ -11,12 +11,20 @@ Operands are taken as torch's low-precision matmuls take them (``torch._scaled_m
 Each variant is registered as ``("matmul", "mma", <variant>)``; its ``supports()`` explains what
 it cannot run (layout, dtype, K not a multiple of the instruction's K-step, the GPU).
 
+A call costs the host only what depends on the call (lesson 04 measures each layer): the
+registry checks the problem once (``supports()``), the tuned configuration comes from memory
+(:func:`kernels.matmul.autotune.best_config`), and the loaded kernel of each (variant, config,
+GPU) is held here (:func:`loaded`), so no call compiles, hashes or stats anything. Edit
+``mma.cu`` in a running process and call :func:`forget_loaded` to pick the edit up.
+
 INT4 has no torch dtype: the int4 variant takes ``int8`` tensors whose values lie in [-8, 7] and
 packs two per byte before the launch (:func:`pack_int4`).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +56,7 @@ class Variant:
     @property
     def bits(self) -> int:
         """Bits per operand element."""
-        return 4 if self.int4 else torch.empty(0, dtype=self.a).element_size() * 8
+        return 4 if self.int4 else self.a.itemsize * 8  # (a property: no tensor per call)
 
     @property
     def k_step(self) -> int:
@@ -201,12 +209,34 @@ def compile_mma(v: str | Variant, config: Config = DEFAULT_CONFIG, arch=None, *,
                          **kwargs)
 
 
+def compile_many(jobs, arch=None, *, name: str = KERNEL, vary_operands: bool = True,
+                 workers: int | None = None) -> list[nvrtc.Compiled]:
+    """:func:`compile_mma` for each ``(variant, config)`` of ``jobs``, in parallel threads.
+
+    NVRTC is thread-safe and ``ctypes`` lets go of the GIL during the compile, so on a 16-core
+    GPU box fourteen variants compile in about the time of the slowest one instead of the sum
+    (cached ones cost nothing either way). Results in the order of ``jobs``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(variant(v), config) for v, config in jobs]
+    workers = workers or min(len(jobs), os.cpu_count() or 1) or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda job: compile_mma(*job, arch, name=name,
+                                                     vary_operands=vary_operands,
+                                                     verbose=False), jobs))
+
+
 # -- what a GPU and a problem allow -----------------------------------------------------------
 
 
 def gpu_reason(v: str | Variant, capability: tuple[int, int] | None) -> str | None:
     """Why this variant cannot run on a GPU of ``capability`` (None: it can)."""
-    v = variant(v)
+    return _gpu_reason(variant(v).name, capability)
+
+
+@functools.cache  # the answer depends on the GPU and this NVRTC only: work it out once
+def _gpu_reason(name: str, capability: tuple[int, int] | None) -> str | None:
+    v = VARIANTS[name]
     if capability is not None and capability < v.min_sm:
         major, minor = v.min_sm
         return (f"{v.name} mma.sync needs sm_{major}{minor}+; this GPU is "
@@ -216,6 +246,11 @@ def gpu_reason(v: str | Variant, capability: tuple[int, int] | None) -> str | No
         have = ".".join(map(str, nvrtc.version()))
         return f"{v.name} needs the PTX ISA of CUDA {need}+; this NVRTC is {have}"
     return None
+
+
+def capability(t: torch.Tensor) -> tuple[int, int] | None:
+    """The compute capability of the GPU ``t`` is on (read once per GPU), None on the CPU."""
+    return nvrtc.device_capability(t.get_device()) if t.is_cuda else None
 
 
 def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
@@ -257,16 +292,35 @@ def pack_int4(x: torch.Tensor) -> torch.Tensor:
     return ((low & 0xF) | (high << 4)).to(torch.int8)
 
 
+_loaded: dict[tuple[str, Config, int], nvrtc.Kernel] = {}
+
+
+def loaded(v: str | Variant, config: Config, device: int) -> nvrtc.Kernel:
+    """The kernel of (variant, config) loaded on GPU ``device``: compiled (or found in the
+    NVRTC cache) and loaded on first use, then one dictionary lookup per call."""
+    key = (v if isinstance(v, str) else v.name, config, device)
+    kernel = _loaded.get(key)
+    if kernel is None:
+        kernel = _loaded[key] = nvrtc.load(compile_mma(v, config), device)
+    return kernel
+
+
+def forget_loaded() -> None:
+    """Drop the loaded kernels: the next call compiles (or finds in the cache) ``mma.cu`` again,
+    picking up an edit made since."""
+    _loaded.clear()
+
+
 def launch(v: str | Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
            config: Config = DEFAULT_CONFIG) -> None:
     """Launch the kernel on already-checked operands (``a`` [M, K'], ``bt`` = ``b.t()`` [N, K'],
     K' the stored K: K / 2 for packed int4). The benchmark calls this directly."""
     v = variant(v)
     m, n = out.shape
-    k = a.shape[1] * (2 if v.int4 else 1)
     if m == 0 or n == 0:
         return
-    kernel = nvrtc.load(compile_mma(v, config), a.device.index or 0)
+    k = a.shape[1] * (2 if v.int4 else 1)
+    kernel = loaded(v, config, a.get_device())
     blocks = -(-m // config.bm) * -(-n // config.bn)
     kernel(a, b, out, m, n, k, grid=blocks, block=config.threads, shared_mem=config.shared_bytes)
 
@@ -283,17 +337,27 @@ def prepare(v: str | Variant, a: torch.Tensor, b: torch.Tensor):
 def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
            config: Config | None = None) -> torch.Tensor:
     """``a @ b`` with the given variant; raises ValueError with the reason if it cannot."""
-    from kernels.matmul.autotune import best_config  # the tuner imports this module
-
     v = variant(v)
-    cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
-    if reason := problem_reason(v, a, b) or gpu_reason(v, cap):
+    if reason := problem_reason(v, a, b) or gpu_reason(v, capability(a)):
         raise ValueError(f"mma[{v.name}]: {reason}")
-    out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
-    if a.shape[1] == 0:
+    return _matmul(v, a, b, config)
+
+
+_best_config = None  # kernels.matmul.autotune.best_config, bound on first use
+
+
+def _matmul(v: Variant, a: torch.Tensor, b: torch.Tensor, config: Config | None = None
+            ) -> torch.Tensor:
+    """:func:`matmul` on a problem already checked (the registry's ``supports()`` did)."""
+    global _best_config
+    if _best_config is None:
+        from kernels.matmul.autotune import best_config as _best_config  # imports this module
+    m, k = a.shape
+    n = b.shape[1]
+    out = torch.empty(m, n, dtype=v.out, device=a.device)
+    if k == 0:
         return out.zero_()
-    launch(v, *prepare(v, a, b), out, config or best_config(v, (a.shape[0], b.shape[1],
-                                                                 a.shape[1])))
+    launch(v, *prepare(v, a, b), out, config or _best_config(v.name, (m, n, k)))
     return out
 
 
@@ -320,12 +384,13 @@ def register_variants() -> list:
 
     kernels = []
     for v in VARIANTS.values():
+        # the registry calls supports() (with check() below) before the kernel, so the kernel
+        # itself does not check again
         def run(a, b, _v=v):
-            return matmul(a, b, _v)
+            return _matmul(_v, a, b)
 
         def check(a, b, _v=v):
-            cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
-            return problem_reason(_v, a, b) or gpu_reason(_v, cap)
+            return problem_reason(_v, a, b) or gpu_reason(_v, capability(a))
 
         kernels.append(register(
             "matmul", "mma", v.name, build=lambda _run=run: _run, dtypes=tuple({v.a, v.b}),

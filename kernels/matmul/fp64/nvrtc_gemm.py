@@ -8,6 +8,7 @@ under ``var/nvrtc_cache/``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -25,6 +26,12 @@ def compile_gemm(tile: tuple[int, int], arch=None, **kwargs) -> nvrtc.Compiled:
                          arch=arch, **kwargs)
 
 
+@functools.cache  # compiled and loaded on first use; then a call is a dictionary lookup
+def loaded(tile: tuple[int, int], device: int) -> nvrtc.Kernel:
+    """gemm.cu for ``tile``, loaded on GPU ``device`` (compiled or read from the cache once)."""
+    return nvrtc.load(compile_gemm(tile), device)
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, tile: tuple[int, int] = (16, 16)) -> torch.Tensor:
     """``a @ b`` for contiguous float64 CUDA tensors; the launch is written here, in Python."""
     m, k = a.shape
@@ -32,7 +39,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, tile: tuple[int, int] = (16, 16)) -> 
     out = torch.empty((m, n), dtype=torch.float64, device=a.device)
     if m == 0 or n == 0:
         return out  # an empty grid is not a launch
-    kernel = nvrtc.load(compile_gemm(tile), a.device.index or 0)
+    kernel = loaded(tuple(tile), a.device.index or 0)
     tile_m, tile_n = tile
     # x along N (coalesced loads of b and stores of out), y along M
     grid = (-(-n // tile_n), -(-m // tile_m))

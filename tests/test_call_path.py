@@ -1,0 +1,59 @@
+"""What a registered kernel's call does per call, on any machine: the registry checks the
+problem once (the kernel does not check again), machine-level facts are not re-derived once the
+kernel is built, and a bad problem is still refused after the first call. Times are measured by
+kernels/overhead.py on a GPU, never asserted."""
+
+import pytest
+import torch
+
+import kernels
+from kernels.registry import KernelNotSupported
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = {"build": 0, "check": 0, "unavailable": 0, "run": 0}
+
+    def check(a, b):
+        calls["check"] += 1
+        return "b must not be all zeros" if not b.any() else None
+
+    def build():
+        calls["build"] += 1
+
+        def run(a, b):
+            calls["run"] += 1
+            return a + b
+        return run
+
+    kernel = kernels.register("add", "test_counted", build=build, check=check,
+                              dtypes=(torch.float32,))
+    real = kernel.unavailable
+    monkeypatch.setattr(kernel, "unavailable",
+                        lambda: calls.__setitem__("unavailable", calls["unavailable"] + 1)
+                        or real())
+    yield kernel, calls
+    kernels.unregister(kernel)
+
+
+def test_a_built_kernel_checks_the_problem_once_per_call_and_the_machine_once(counted):
+    kernel, calls = counted
+    a = torch.ones(8)
+    for _ in range(10):
+        torch.testing.assert_close(kernel(a, a), a + a)
+    assert calls["build"] == 1 and calls["run"] == 10
+    assert calls["check"] == 10, "supports() once per call, not again inside"
+    assert calls["unavailable"] <= 2, "the machine is asked before the build, not per call"
+
+
+def test_after_the_first_call_bad_problems_are_still_refused(counted):
+    kernel, calls = counted
+    a = torch.ones(8)
+    kernel(a, a)
+    with pytest.raises(KernelNotSupported, match="b must not be all zeros"):
+        kernel(a, torch.zeros(8))
+    with pytest.raises(KernelNotSupported, match="supports float32; got a of float64"):
+        kernel(a.double(), a.double())
+    with pytest.raises(ValueError, match="add: b expected the shape of a"):
+        kernel(a, torch.ones(3))
+    assert calls["run"] == 1

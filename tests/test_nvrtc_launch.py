@@ -1,0 +1,163 @@
+"""The launch path of course_utils.nvrtc, without a GPU: the driver call is replaced by a
+recorder, so what is checked is the Python side of a launch (what is read once, what each
+launch does, what it hands the driver). Times are never asserted: lesson 04's overhead
+benchmark measures them on a GPU."""
+
+import ctypes
+import threading
+import types
+
+import pytest
+import torch
+
+from course_utils.nvrtc import launch
+from course_utils.nvrtc.launch import ArgPacker, Param
+
+CPU = torch.device("cpu")
+SOURCE = """
+struct Desc { unsigned long long words[16]; };
+extern "C" __global__ void k(const float* x, float* out, long long n, float alpha,
+                             const __grid_constant__ Desc desc) {}
+"""
+
+
+class Desc(ctypes.Structure):  # 128 bytes, like a CUtensorMap
+    _fields_ = [("words", ctypes.c_uint64 * 16)]
+
+
+def _params():
+    return [Param("x", "float", True, "const float* x"), Param("out", "float", True, "float* out"),
+            Param("n", "long long", False, "long long n"),
+            Param("alpha", "float", False, "float alpha")]
+
+
+def _read(pointers, i, ctype):
+    return ctypes.cast(pointers[i], ctypes.POINTER(ctype)).contents.value
+
+
+def test_packer_puts_each_value_where_the_driver_reads_it():
+    x, out = torch.ones(4), torch.zeros(4)
+    packer = ArgPacker("k", _params(), CPU)  # owns the slots the pointers point at
+    pointers = packer.pack((x, out, 2**40, 0.5))
+    assert _read(pointers, 0, ctypes.c_void_p) == x.data_ptr()
+    assert _read(pointers, 1, ctypes.c_void_p) == out.data_ptr()
+    assert _read(pointers, 2, ctypes.c_int64) == 2**40
+    assert _read(pointers, 3, ctypes.c_float) == 0.5
+
+
+def test_packer_refuses_what_check_args_refuses_with_its_message():
+    packer, x = ArgPacker("k", _params(), CPU), torch.ones(4)
+    with pytest.raises(TypeError, match=r"k takes 4 arguments"):
+        packer.pack((x, x, 4))
+    with pytest.raises(TypeError, match=r"argument 1 \(float\* out\) expected a "
+                                        r"torch.float32 tensor \(float\), got torch.float64"):
+        packer.pack((x, x.double(), 4, 1.0))
+    with pytest.raises(TypeError, match=r"argument 2 \(long long n\) expected a Python int, "
+                                        "got float"):
+        packer.pack((x, x, 4.0, 1.0))
+    with pytest.raises(TypeError, match="does not fit in long long"):
+        packer.pack((x, x, 2**63, 1.0))
+    with pytest.raises(TypeError, match=r"argument 3 \(float alpha\) expected a Python float, "
+                                        "got bool"):
+        packer.pack((x, x, 4, True))
+    with pytest.raises(TypeError, match="expected a tensor on cuda:0, got one on cpu"):
+        ArgPacker("k", _params(), 0).pack((x, x, 4, 1.0))
+
+
+def test_packer_accepts_what_check_args_accepts_beyond_the_quick_checks():
+    import enum
+
+    class Size(enum.IntEnum):
+        N = 12
+
+    x, packer = torch.ones(4), ArgPacker("k", _params(), CPU)
+    pointers = packer.pack((x, x, Size.N, 2))
+    assert _read(pointers, 2, ctypes.c_int64) == 12 and _read(pointers, 3, ctypes.c_float) == 2
+
+
+def test_a_structure_goes_by_value_and_the_next_launch_gets_its_own_slot_back():
+    params = [*_params(), Param("desc", "Desc", False, "const __grid_constant__ Desc desc")]
+    packer, x = ArgPacker("k", params, CPU), torch.ones(4)
+    desc = Desc()
+    desc.words[3] = 77
+    pointers = packer.pack((x, x, 3, 1.0, desc))
+    assert pointers[4] == ctypes.addressof(desc)
+    # a scalar parameter given a ctypes value (the escape hatch), then a plain int again
+    five = ctypes.c_int64(5)  # the caller keeps a by-value argument alive until the launch
+    pointers = packer.pack((x, x, five, 1.0, desc))
+    assert _read(pointers, 2, ctypes.c_int64) == 5
+    pointers = packer.pack((x, x, 6, 1.0, desc))
+    assert _read(pointers, 2, ctypes.c_int64) == 6
+    with pytest.raises(TypeError, match="cannot pass a Desc from Python; pass a ctypes value"):
+        packer.pack((x, x, 6, 1.0, 7))
+
+
+def test_threads_pack_into_their_own_buffers():
+    packer, x = ArgPacker("k", _params(), CPU), torch.ones(4)
+    mine = packer.pack((x, x, 1, 1.0))
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(packer.pack((x, x, 2, 2.0))))
+    thread.start()
+    thread.join()
+    assert ctypes.addressof(mine) != ctypes.addressof(theirs[0])
+    assert _read(mine, 2, ctypes.c_int64) == 1 and _read(theirs[0], 2, ctypes.c_int64) == 2
+
+
+class _Driver:
+    """Stands in for libcuda: records each cuLaunchKernel with the values it was given."""
+
+    def __init__(self):
+        self.launches = []
+
+    def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, shared, stream, pointers, extra):
+        self.launches.append(((gx, gy, gz), (bx, by, bz), shared, stream,
+                              _read(pointers, 2, ctypes.c_int64)))
+        return 0
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    driver = _Driver()
+    parsed = []
+    real_parameters = launch.parameters
+    monkeypatch.setattr(launch.cuda_libs, "driver_library", lambda: driver)
+    monkeypatch.setattr(launch, "_load_function", lambda compiled, device: (None, "func"))
+    monkeypatch.setattr(launch, "_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(launch.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch, "parameters", lambda c: parsed.append(c) or real_parameters(c))
+    compiled = types.SimpleNamespace(program=SOURCE, name="k", aliases=(), lowered_name="k")
+    kernel = launch.Kernel(compiled, 0)
+    kernel._packer = ArgPacker("k", kernel.params, CPU)  # CPU tensors stand in for the GPU's
+    return kernel, driver, parsed
+
+
+def test_a_loaded_kernel_parses_its_parameters_once_and_launches_many_times(fake_gpu):
+    kernel, driver, parsed = fake_gpu
+    x, desc = torch.ones(4), Desc()
+    checked = []
+    real_check = launch.check_args
+    launch.check_args = lambda *a: checked.append(a) or real_check(*a)
+    try:
+        for n in range(100):
+            kernel(x, x, n, 1.0, desc, grid=(n + 1, 2), block=128)
+        bound = kernel.launcher(grid=7, block=(32, 4), shared_mem=1024)
+        bound(x, x, 100, 1.0, desc)
+    finally:
+        launch.check_args = real_check
+    assert len(parsed) == 1, "the parameter list is read once, when the kernel is loaded"
+    assert checked == [], "good arguments never take the slow, explaining path"
+    assert [n for *_, n in driver.launches] == list(range(101))
+    assert driver.launches[5][:4] == ((6, 2, 1), (128, 1, 1), 0, 1234)
+    assert driver.launches[-1][:4] == ((7, 1, 1), (32, 4, 1), 1024, 1234)
+
+
+def test_bad_launch_shapes_are_value_errors_naming_what(fake_gpu):
+    kernel, driver, _ = fake_gpu
+    x = torch.ones(4)
+    with pytest.raises(ValueError, match="block expected at most 1024 threads"):
+        kernel.launcher(grid=1, block=(64, 32))
+    with pytest.raises(ValueError, match="grid expected 1-3 positive ints"):
+        kernel(x, x, 1, 1.0, Desc(), grid=0, block=1)
+    with pytest.raises(ValueError, match="shared_mem expected a byte count"):
+        kernel(x, x, 1, 1.0, Desc(), grid=1, block=1, shared_mem=-1)
+    assert driver.launches == []

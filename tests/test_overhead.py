@@ -1,0 +1,22 @@
+"""Lesson 04's launch-overhead benchmark (kernels/overhead.py) on a GPU: every layer runs and
+is measured beside its PyTorch peer, and the records say what they measured. Times are printed,
+never asserted."""
+
+import pytest
+
+from course_utils import results
+
+
+@pytest.mark.gpu
+def test_every_layer_is_measured_beside_its_peer(capsys):
+    from kernels import overhead
+
+    records = overhead.run(quick=True)
+    out = capsys.readouterr().out
+    groups = ("mma bf16 256³", "add float32 65,536", "fp64 GEMM 256³")
+    assert all(isinstance(r, results.Record) and r.unit == "µs" and r.value > 0 for r in records)
+    for group in groups:
+        mine = [r for r in records if group in r.what]
+        assert len(mine) >= 3, f"{group}: {[r.what for r in mine]}"
+        assert any("registry" in r.what for r in mine) and mine[0].value == mine[0].peer
+    assert "host time per call" in out and "registered mma kernel" in out
