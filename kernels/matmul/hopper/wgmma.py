@@ -215,9 +215,12 @@ def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | 
 # -- running ----------------------------------------------------------------------------------
 
 
-@functools.cache
 def _sm_count(device: int) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return nvrtc.device_properties(device).multi_processor_count
+
+
+def _capability(t: torch.Tensor) -> tuple[int, int] | None:
+    return nvrtc.device_capability(t.device.index or 0) if t.is_cuda else None
 
 
 @functools.cache
@@ -261,8 +264,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
 
     v, s = variant(v), step(s)
     _validate(a, b)
-    cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
-    if reason := problem_reason(v, a, b) or gpu_reason(cap):
+    if reason := problem_reason(v, a, b) or gpu_reason(_capability(a)):
         raise ValueError(f"wgmma[{s.name} {v.name}]: {reason}")
     return _run(a, b, s, v)
 
@@ -275,8 +277,7 @@ def register_all() -> list:
     for s in STEPS.values():
         for v in VARIANTS.values():
             def check(a, b, _v=v):
-                cap = torch.cuda.get_device_capability(a.device) if a.is_cuda else None
-                return problem_reason(_v, a, b) or gpu_reason(cap)
+                return problem_reason(_v, a, b) or gpu_reason(_capability(a))
 
             registered.append(register(
                 "matmul", "wgmma", f"{s.name}_{v.name}",
