@@ -207,7 +207,8 @@ def plot_staircase(records: list[results.Record], size: int, environment: str | 
         raise ValueError(f"records expected bf16 staircase entries at {size}^3, found none")
     fig, ax = plots.figure(f"From mma.sync to warp-specialised wgmma: bf16 {size}³",
                            ylabel="TFLOP/s", figsize=(9, 4.8))
-    labels = [r.what.removeprefix("bf16 ").split(":")[0].replace(f" {size}^3", "")
+    labels = ["lesson 05\nmma.sync" if "mma.sync" in r.what else "Triton\n(TMA peer)"
+              if "Triton" in r.what else r.what.removeprefix("bf16 ").split(":")[0]
               for r in rows]
     colors = ["#7f7f7f" if "mma.sync" in r.what else "#1f77b4" if "Triton" in r.what
               else "#2ca02c" for r in rows]
@@ -215,13 +216,13 @@ def plot_staircase(records: list[results.Record], size: int, environment: str | 
     for i, r in enumerate(rows):
         ax.text(i, r.value, f"{r.value:.0f}\n{r.value / r.peer:.2f}× cuBLAS", ha="center",
                 va="bottom", fontsize=8)
-    ax.set_xticks(range(len(rows)), labels, rotation=20, ha="right")
-    plots.ceilings(ax, [(rows[0].ceiling, "wgmma ceiling", None),
-                        (rows[0].peer, "cuBLAS (torch.mm)", None)])
-    ax.set_ylim(0, rows[0].ceiling * 1.18)
-    if environment is None:
-        plots.stamp(fig)
-    else:
-        fig.text(0.01, 0.0, f"recorded: {environment}", fontsize=7, color="#555555",
-                 ha="left", va="top")
+    ax.set_xticks(range(len(rows)), labels)
+    # the ceilings' labels on the left, above the lowest bar, clear of the bars' own labels
+    for value, label in ((rows[0].ceiling, "wgmma ceiling"), (rows[0].peer, "cuBLAS")):
+        ax.axhline(value, ls="--", lw=1, color="#555555", alpha=0.7)
+        ax.annotate(f"{label}: {value:.0f}", xy=(0.01, value), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", fontsize=8, color="#333333")
+    ax.set_ylim(0, rows[0].ceiling * 1.15)
+    if environment is not None:
+        plots.note(fig, f"recorded on {environment}")
     return fig

@@ -119,7 +119,8 @@ def gantt(events: list[Event], title: str, blocks: int = 2, window: int | None =
           environment: str | None = None):
     """The timeline of the first ``blocks`` blocks: one row per role, one bar per event, compute
     bars shaded by ring slot. ``window``: cycles to show from each block's start.
-    ``environment``: the stamp of a recorded run (default: this machine's)."""
+    ``environment``: a recorded run's environment line, noted under the figure (a figure of this
+    machine's run gets its stamp from ``plots.save``)."""
     if not events:
         raise ValueError("events expected a non-empty list (did the TIMELINE build run?)")
     shown = sorted({e.block for e in events})[:blocks]
@@ -149,9 +150,6 @@ def gantt(events: list[Event], title: str, blocks: int = 2, window: int | None =
     fig.legend(handles, [*COLORS, "compute (shade: ring slot)"], loc="upper right", ncols=5,
                fontsize=8, bbox_to_anchor=(0.99, 1 - 0.45 / fig.get_figheight()))
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
-    if environment is None:
-        plots.stamp(fig)
-    else:
-        fig.text(0.01, 0.0, f"recorded: {environment}", fontsize=7, color="#555555",
-                 ha="left", va="top")
+    if environment is not None:
+        plots.note(fig, f"recorded on {environment}")
     return fig
