@@ -226,3 +226,28 @@ def plot_staircase(records: list[results.Record], size: int, environment: str | 
     if environment is not None:
         plots.note(fig, f"recorded on {environment}")
     return fig
+
+
+def verdicts(records: list[results.Record]) -> list[str]:
+    """The lesson's targets against ``records`` (the last step, bare launch), one line each."""
+    by_what = {r.what: r for r in records}
+    lines = []
+    for name in ("bf16", "fp16"):
+        for size in SIZES:
+            r = by_what.get(f"{name} {wgmma.BEST.name} {size}^3")
+            if r is None:
+                continue
+            lines.append(timing.verdict(
+                f"{name} {size}³ ≥ 0.90× cuBLAS", f"{r.value / r.peer:.2f}× ({r.value:.0f} "
+                f"TFLOP/s)", r.value >= 0.9 * r.peer, "cuBLAS measured in the same rounds"))
+            lines.append(timing.verdict(
+                f"{name} {size}³ ≥ 0.85 of the wgmma ceiling", f"{r.value / r.ceiling:.2f}",
+                r.value >= 0.85 * r.ceiling,
+                "the ceiling has no loads, no epilogue and no tile edges: cuBLAS, measured "
+                f"with it, reached {r.peer / r.ceiling:.2f} of it"))
+    r = by_what.get(f"fp8_e4m3 {wgmma.BEST.name} 8192^3")
+    if r is not None and r.peer:
+        lines.append(timing.verdict("fp8 e4m3 8192³ ≥ 0.80× torch._scaled_mm",
+                                    f"{r.value / r.peer:.2f}×", r.value >= 0.8 * r.peer,
+                                    "unit scales, bf16 output"))
+    return lines
