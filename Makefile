@@ -65,10 +65,10 @@ lab: $(SETUP)
 	$(PY) -m jupyter lab --notebook-dir=notebooks $(LAB_ROOT)
 
 run: $(SETUP)
-	$(PY) -m course_utils run
+	$(PY) -m course run
 
 doctor: $(SETUP)
-	$(PY) -m course_utils doctor
+	$(PY) -m course doctor
 
 # (.venv always has ruff; a GPU box's own Python may not, and then says so)
 test: $(SETUP)
@@ -81,14 +81,14 @@ test-gpu:
 	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) tests notebooks $(NBVAL)
 
 bench:
-	$(GPU_PY) -m course_utils bench
+	$(GPU_PY) -m course bench
 
 # like bench, on a GPU box; NB="01 02" records only those notebooks
 record:
-	COURSE_STRICT=1 $(GPU_PY) -m course_utils record $(NB)
+	COURSE_STRICT=1 $(GPU_PY) -m course record $(NB)
 
 prepare:
-	$(GPU_PY) -m course_utils prepare
+	$(GPU_PY) -m course prepare
 
 clean:
 	find var -mindepth 1 ! -name README.md -exec rm -rf {} +

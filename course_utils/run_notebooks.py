@@ -1,4 +1,4 @@
-"""``make run`` / ``python -m course_utils run``: execute every notebook headless, summarise.
+"""``make run`` / ``python -m course run``: execute every notebook headless, summarise.
 
 Each notebook runs top to bottom in a fresh kernel (nbclient), with ``notebooks/`` as the working
 directory, and is written with its outputs to ``var/executed/<name>.ipynb``. The kernel gets the
@@ -9,9 +9,9 @@ included, appends a line to ``var/executed/<name>.builds.jsonl``), code cells ru
 that ``%%requires`` skipped with the reason each printed ("skipped this cell: needs cuda: no CUDA
 GPU ..."). The exit status is non-zero when any notebook failed.
 
-    python -m course_utils run                 # every notebook
-    python -m course_utils run 01 03           # notebooks whose file name contains 01 or 03
-    python -m course_utils run --timeout 300   # per-cell timeout in seconds
+    python -m course run                 # every notebook
+    python -m course run 01 03           # notebooks whose file name contains 01 or 03
+    python -m course run --timeout 300   # per-cell timeout in seconds
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def summary_rows(outcomes: list[Outcome]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils run",
+    parser = argparse.ArgumentParser(prog="python -m course run",
                                      description="Execute notebooks headless into var/executed/.")
     parser.add_argument("notebooks", nargs="*",
                         help="notebook paths, or parts of file names (default: all)")

@@ -3,8 +3,8 @@ answer (fails with a teaching message); the notebooks carry the registered stubs
 
 import pytest
 
-from course_utils import exercises
-from course_utils.exercises import notebook, solutions
+import exercises
+from exercises import notebook, solutions
 
 EXERCISES = exercises.all_exercises()
 IDS = [e.id for e in EXERCISES]
@@ -53,7 +53,7 @@ def test_wrong_answer_fails_and_teaches(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
 def test_notebook_holds_the_registered_cells(ex):
     cells = notebook.notebook_stubs(notebook.lesson_notebook(ex.lesson)).get(ex.id, {})
-    sync = f"python -m course_utils exercises sync {ex.lesson}"
+    sync = f"python -m course exercises sync {ex.lesson}"
     assert cells.get("stub") == ex.stub_cell(), f"stub cell missing or stale: run `{sync}`"
     assert cells.get("check") == ex.check_cell(), f"check cell missing or stale: run `{sync}`"
 
@@ -108,7 +108,7 @@ def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
 def test_what_the_gpu_children_compile_compiles_here(tmp_path):
     # the children of lesson 03 run only on a GPU; what they hand to NVRTC is checked here
     from course_utils import env, nvrtc
-    from course_utils.exercises import lesson03
+    from exercises import lesson03
 
     if env.unmet("nvrtc"):
         pytest.skip("needs NVRTC")
@@ -122,7 +122,7 @@ def test_what_the_gpu_children_compile_compiles_here(tmp_path):
 def test_the_gpu_child_runs_and_a_crash_names_its_case():
     # the child process machinery, for real; without a GPU it stops at loading the kernel
     from course_utils import env
-    from course_utils.exercises import lesson03
+    from exercises import lesson03
 
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")

@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from course_utils import env
-from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercise, expect
+from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect
 
 _TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
 

@@ -8,7 +8,7 @@ from unittest import mock
 import torch
 
 from course_utils import env
-from course_utils.exercises import Mismatch, exercise, expect
+from exercises import Mismatch, exercise, expect
 
 # --------------------------------------------------------------------------------------------
 SYNC_STUB = '''

@@ -3,7 +3,7 @@
 At the end of each lesson an "Exercises" section holds, per exercise, a short statement, a stub
 cell (small, self-contained, the signature given) and a check cell::
 
-    from course_utils import exercises
+    import exercises
     exercises.check("01.sync", time_ms)
 
 :func:`check` prints one verdict and never raises on a wrong answer:
@@ -16,7 +16,7 @@ cell (small, self-contained, the signature given) and a check cell::
 
 Adding exercises to a lesson (notebooks 05 and 06 included)
 -----------------------------------------------------------
-1. ``course_utils/exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
+1. ``exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
 
        STUB = '''def tile_count(m, n, tile):
            \"\"\"Thread blocks needed to cover an m x n output with tile x tile blocks.\"\"\"
@@ -35,9 +35,9 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
    :class:`Report`; it raises :class:`Mismatch` (or uses :func:`expect` / :func:`compare`) for a
    wrong answer, :class:`CannotCheck` when this machine cannot tell, and calls
    :func:`bandwidth_verdict` (or ``report.line``) for what it measured.
-2. ``course_utils/exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
+2. ``exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
    cell source text defining the same names as the stub, one correct and one known-wrong.
-3. ``python -m course_utils exercises sync NN`` writes the notebook's final "Exercises" section
+3. ``python -m course exercises sync NN`` writes the notebook's final "Exercises" section
    from the registry; ``tests/test_exercises.py`` then runs every check against its solution
    (must pass), its stub (must say not attempted) and the wrong answer (must fail, teaching).
 """
@@ -99,7 +99,7 @@ class Exercise:
         return self.id.split(".")[0]
 
     def check_cell(self) -> str:
-        return (f"from course_utils import exercises\n\n"
+        return (f"import exercises\n\n"
                 f"exercises.check({self.id!r}, {', '.join(self.answers)})")
 
     def stub_cell(self) -> str:
@@ -222,12 +222,13 @@ def _untouched(ex: Exercise, answers: tuple) -> bool:
 
 def _where_in_student_code(err: BaseException) -> str:
     """'line N of your cell: <code>' for the deepest frame outside the course and libraries."""
-    course = str(env.ROOT / "course_utils")
+    # the course's own packages: a frame there is the check's, not the student's
+    course = tuple(str(env.ROOT / package) + "/"
+                   for package in ("course_utils", "kernels", "exercises", "course"))
     found = ""
     for frame in traceback.extract_tb(err.__traceback__):
         name = frame.filename
-        if ("site-packages" in name or name.startswith(course) or "/lib/python" in name
-                or name.startswith(str(env.ROOT / "kernels"))):
+        if "site-packages" in name or name.startswith(course) or "/lib/python" in name:
             continue
         if name.startswith(str(env.VAR / "exercises")) or "ipykernel" in name or "<" in name:
             found = f"line {frame.lineno} of your cell: {frame.line}"
@@ -337,7 +338,7 @@ def needs(*requirements: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from course_utils.exercises import notebook
+    from exercises import notebook
 
     return notebook.main(argv)
 

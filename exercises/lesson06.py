@@ -8,7 +8,7 @@ import re
 import torch
 
 from course_utils import env
-from course_utils.exercises import CannotCheck, Mismatch, compare, exercise, expect
+from exercises import CannotCheck, Mismatch, compare, exercise, expect
 
 
 def _on_gpu(*shapes_and_dtypes):
