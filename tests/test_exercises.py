@@ -81,6 +81,18 @@ def test_compare_names_the_first_mismatch():
         exercises.compare(got[:5], expected, what="out")
 
 
+def test_compare_checks_dtype_and_shape_before_values():
+    import torch
+
+    expected = torch.arange(6.0)
+    with pytest.raises(exercises.Mismatch, match=r"out: expected dtype torch.float32, got "
+                                                 r"torch.float64$"):
+        exercises.compare(expected.double(), expected, what="out")  # the same values
+    with pytest.raises(exercises.Mismatch, match=r"expected shape \(6,\), got \(2, 3\); and "
+                                                 r"dtype torch.float32, got torch.float16"):
+        exercises.compare(expected.half().view(2, 3), expected, what="out")
+
+
 def test_an_exception_in_student_code_is_reported_with_its_line():
     source = ("def matmul_tflops(m, n, k, ms):\n"
               "    flop = 2 * m * n * k\n"
@@ -148,3 +160,79 @@ def test_gpu_checks_measure_and_say_so(id):
     assert result.passed, str(result)
     for words in GPU_LINES[id]:
         assert words in str(result), str(result)
+
+
+# Known-wrong answers of three kinds that a check must not pass (kept here, out of the
+# notebooks): a number typed in where the check simulates a measurement, the right values in the
+# wrong dtype, and plain PyTorch where the exercise asks for a Triton kernel.
+def _constant_timer(ms):
+    return f"def time_ms(fn, *args, reps=20):\n    return {ms}\n"
+
+
+def _solution(id, old, new):
+    source = ANSWERS[id][0]
+    assert old in source, f"the solution of {id} changed: update this known-wrong answer"
+    return source.replace(old, new)
+
+
+PLAIN_PYTORCH = {
+    "02.bias_gelu": ("import torch.nn.functional as F\n\n\ndef bias_gelu(x, bias):\n"
+                     "    return F.gelu(x + bias, approximate='tanh')\n"),
+    "02.silu_mul": ("import torch.nn.functional as F\n\n\ndef silu_mul(x):\n"
+                    "    if x.shape[1] % 2:\n"
+                    "        raise ValueError(f'x expected an even width, got {x.shape[1]}')\n"
+                    "    a, b = x.float().chunk(2, dim=-1)\n"
+                    "    return (F.silu(a) * b).to(x.dtype)\n"),
+}
+GAMED = [
+    *[pytest.param("01.sync", _constant_timer(ms), "it does not follow the work",
+                   id=f"01.sync-constant-{ms}")
+      for ms in (3.0, 4.5, 6.0, 9.0, 12.0)],
+    pytest.param("02.bias_gelu", None, "expected dtype", id="02.bias_gelu-wrong-dtype"),
+    pytest.param("02.silu_mul", None, "expected dtype", id="02.silu_mul-wrong-dtype"),
+    *[pytest.param(id, source, "no Triton kernel was launched", id=f"{id}-plain-pytorch")
+      for id, source in PLAIN_PYTORCH.items()],
+    pytest.param("06.byok", None, "no Triton kernel was launched", id="06.byok-plain-pytorch"),
+]
+
+
+def _gamed_source(id, source):
+    if source is not None:
+        return source
+    if id in ("02.bias_gelu", "02.silu_mul"):  # the Triton solution, its output made float64
+        return _solution(id, "BLOCK=BLOCK)\n    return y\n",
+                         "BLOCK=BLOCK)\n    return y.double()\n")
+    # 06.byok: the whole interface right, but the registered function is torch.mm
+    return _solution(id, "fn=row_gemm,", "fn=torch.mm,")
+
+
+@pytest.mark.parametrize(("id", "source", "says"), GAMED)
+def test_a_gamed_answer_fails(id, source, says):
+    source = _gamed_source(id, source)
+    assert source != ANSWERS[id][0]
+    result = _run(exercises.get(id), source, "gamed")
+    if result.status == "cannot check here":
+        pytest.skip(str(result))
+    assert result.status == "not yet", str(result)
+    assert says in str(result) and "hint:" in str(result), str(result)
+
+
+def test_the_simulated_gpu_differs_every_run():
+    from exercises import lesson01
+
+    draws = {tuple(g.CALL_S for g in lesson01._random_gpus()) for _ in range(5)}
+    assert len(draws) == 5
+    for fast, slow in draws:  # no constant within 0.5x-1.25x of both
+        assert 1.25 * fast < 0.5 * slow
+
+
+def test_triton_launches_counts_the_interpreters_launches_too():
+    import torch
+
+    names = exercises.load_cell(ANSWERS["02.silu_mul"][0], "launches")
+    with exercises.triton_launches() as launched:
+        names["silu_mul"](torch.randn(3, 8, device=exercises.env.DEFAULT_DEVICE))
+    assert launched == {"silu_mul_kernel": 1}
+    with exercises.triton_launches() as launched:
+        torch.nn.functional.silu(torch.randn(3))
+    assert launched == {}
