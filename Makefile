@@ -38,7 +38,7 @@ NBVAL   := --nbval-lax --nbval-current-env
 # one worker per core; one file per worker, so a notebook's cells stay together in one kernel
 XDIST   := -n $(shell nproc 2>/dev/null || echo 2) --dist loadfile
 
-.PHONY: help lab run doctor test test-gpu bench record prepare clean
+.PHONY: help lab run doctor test test-gpu bench record prepare sanitize clean
 
 help:
 	@echo "make lab       start JupyterLab in notebooks/"
@@ -49,6 +49,7 @@ help:
 	@echo "make bench     run the lesson benchmarks and write docs/results/<device>.json/.md"
 	@echo "make record    (GPU) record what the %%requires cells show, into docs/recordings/"
 	@echo "make prepare   lecture mode: build every extension and fill the NVRTC cache first"
+	@echo "make sanitize  (GPU) compute-sanitizer over every CUDA kernel -> docs/results/"
 	@echo "make clean     remove generated files (var/) and caches"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -89,6 +90,11 @@ record:
 
 prepare:
 	$(GPU_PY) -m course prepare
+
+# memcheck, racecheck, initcheck, synccheck over every registered CUDA kernel (make test-gpu
+# runs it too, as tests/test_sanitize.py); ONLY="matmul/mma" narrows it
+sanitize:
+	$(GPU_PY) -m course sanitize $(if $(ONLY),--only $(ONLY))
 
 clean:
 	find var -mindepth 1 ! -name README.md -exec rm -rf {} +

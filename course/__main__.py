@@ -1,4 +1,4 @@
-"""``python -m course doctor | run | bench | exercises | record | prepare``."""
+"""``python -m course doctor | run | bench | exercises | record | prepare | sanitize``."""
 
 import sys
 
@@ -11,6 +11,7 @@ def main(argv: list[str]) -> int:
         "exercises": "exercises.notebook",  # write a lesson's Exercises section
         "record": "course_utils.recordings",  # on a GPU: what %%requires cells show -> docs/
         "prepare": "course.prepare",  # lecture mode: build and cache everything first
+        "sanitize": "kernels.sanitize",  # on a GPU: compute-sanitizer over every CUDA kernel
     }
     if not argv or argv[0] not in commands:
         print(f"usage: python -m course {{{'|'.join(commands)}}} [options]", file=sys.stderr)
