@@ -35,6 +35,9 @@ endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 NBVAL   := --nbval-lax --nbval-current-env
+# notebooks first: they hold the long cells (extension builds), and started first they run
+# beside the many short tests instead of after them, at the tail of the run
+TEST_PATHS := notebooks tests
 # one worker per core; one file per worker, so a notebook's cells stay together in one kernel
 XDIST   := -n $(shell nproc 2>/dev/null || echo 2) --dist loadfile
 
@@ -75,11 +78,11 @@ doctor: $(SETUP)
 test: $(SETUP)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then set -x; $(PY) -m ruff check .; \
 	else echo "test: no ruff for $(PY): lint skipped (make test without SYSTEM_PYTHON lints)"; fi
-	$(PY) -m pytest $(XDIST) tests notebooks $(NBVAL)
+	$(PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
 test-gpu:
 	@test "$(GPU_PY)" != python3 || echo "test-gpu: no .venv here (or SYSTEM_PYTHON=1): using $$(command -v python3)"
-	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) tests notebooks $(NBVAL)
+	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
 bench:
 	$(GPU_PY) -m course bench
