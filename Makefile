@@ -35,9 +35,7 @@ endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 NBVAL   := --nbval-lax --nbval-current-env
-# notebooks first: they hold the long cells (extension builds), and started first they run
-# beside the many short tests instead of after them, at the tail of the run
-TEST_PATHS := notebooks tests
+TEST_PATHS := tests notebooks
 # one worker per core; one file per worker, so a notebook's cells stay together in one kernel
 XDIST   := -n $(shell nproc 2>/dev/null || echo 2) --dist loadfile
 

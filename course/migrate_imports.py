@@ -6,6 +6,9 @@
 the kernels moved from ``python -m course_utils`` to ``python -m course``. A branch written
 before the move runs this once on its notebooks. It edits the JSON of code and markdown cells
 only (outputs stay as they are: committed notebooks are stripped) and keeps the file's layout.
+The GPU recordings of those notebooks (``docs/recordings/<notebook>.json``) are keyed by each
+cell's source: a recorded cell whose source changes gets the new source and key, so it stays
+fresh (only its import lines changed, not what it computes).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, recordings
 
 # (old, new), applied in order; the first ones are the more specific
 REWRITES = [
@@ -47,10 +50,27 @@ def migrate(path: Path) -> int:
     return changed
 
 
+def migrate_recording(notebook: Path) -> int:
+    """Re-key the recorded cells of ``notebook`` whose source the rewrite changes."""
+    path = recordings.RECORDINGS / f"{notebook.stem}.json"
+    if not path.exists():
+        return 0
+    data = json.loads(path.read_text())
+    changed = 0
+    for cell in data["cells"]:
+        if (new := rewrite(cell["source"])) != cell["source"]:
+            cell["source"], cell["hash"] = new, recordings.source_hash(new)
+            changed += 1
+    if changed:
+        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return changed
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or sorted((env.ROOT / "notebooks").glob("*.ipynb"))
     for path in paths:
-        print(f"{path.name}: {migrate(path)} cells rewritten")
+        print(f"{path.name}: {migrate(path)} cells rewritten, "
+              f"{migrate_recording(path)} recordings re-keyed")
     return 0
 
 

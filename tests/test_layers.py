@@ -65,3 +65,24 @@ def test_the_checker_sees_every_way_to_import():
     for source in ("root = ROOT / 'kernels'", "x = 'the kernels. all of them'",
                    "from . import kernels"):
         assert "kernels" not in imported_packages(source), source
+
+
+def test_no_notebook_or_recording_uses_the_old_layout():
+    # a branch written before the move: `python -m course.migrate_imports` fixes it
+    from course import migrate_imports
+
+    for path in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "docs" / "recordings").glob(
+            "*.json"), ROOT / "Makefile"]:
+        text = path.read_text()
+        assert migrate_imports.rewrite(text) == text, f"{path.name}: run course.migrate_imports"
+
+
+def test_the_migration_rewrites_old_imports():
+    from course import migrate_imports
+
+    old = ("from course_utils import exercises\nfrom course_utils.exercises import lesson03\n"
+           "python -m course_utils bench\nsee course_utils/exercises/solutions/\n"
+           "from course_utils import env\n")
+    assert migrate_imports.rewrite(old) == ("import exercises\nfrom exercises import lesson03\n"
+                                            "python -m course bench\nsee exercises/solutions/\n"
+                                            "from course_utils import env\n")
