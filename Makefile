@@ -35,10 +35,11 @@ endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 NBVAL   := --nbval-lax --nbval-current-env
+TEST_PATHS := tests notebooks
 # one worker per core; one file per worker, so a notebook's cells stay together in one kernel
 XDIST   := -n $(shell nproc 2>/dev/null || echo 2) --dist loadfile
 
-.PHONY: help lab run doctor test test-gpu bench record prepare clean
+.PHONY: help lab run doctor test test-gpu bench record prepare sanitize clean
 
 help:
 	@echo "make lab       start JupyterLab in notebooks/"
@@ -49,6 +50,7 @@ help:
 	@echo "make bench     run the lesson benchmarks and write docs/results/<device>.json/.md"
 	@echo "make record    (GPU) record what the %%requires cells show, into docs/recordings/"
 	@echo "make prepare   lecture mode: build every extension and fill the NVRTC cache first"
+	@echo "make sanitize  (GPU) compute-sanitizer over every CUDA kernel -> docs/results/"
 	@echo "make clean     remove generated files (var/) and caches"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -65,30 +67,35 @@ lab: $(SETUP)
 	$(PY) -m jupyter lab --notebook-dir=notebooks $(LAB_ROOT)
 
 run: $(SETUP)
-	$(PY) -m course_utils run
+	$(PY) -m course run
 
 doctor: $(SETUP)
-	$(PY) -m course_utils doctor
+	$(PY) -m course doctor
 
 # (.venv always has ruff; a GPU box's own Python may not, and then says so)
 test: $(SETUP)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then set -x; $(PY) -m ruff check .; \
 	else echo "test: no ruff for $(PY): lint skipped (make test without SYSTEM_PYTHON lints)"; fi
-	$(PY) -m pytest $(XDIST) tests notebooks $(NBVAL)
+	$(PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
 test-gpu:
 	@test "$(GPU_PY)" != python3 || echo "test-gpu: no .venv here (or SYSTEM_PYTHON=1): using $$(command -v python3)"
-	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) tests notebooks $(NBVAL)
+	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
 bench:
-	$(GPU_PY) -m course_utils bench
+	$(GPU_PY) -m course bench
 
 # like bench, on a GPU box; NB="01 02" records only those notebooks
 record:
-	COURSE_STRICT=1 $(GPU_PY) -m course_utils record $(NB)
+	COURSE_STRICT=1 $(GPU_PY) -m course record $(NB)
 
 prepare:
-	$(GPU_PY) -m course_utils prepare
+	$(GPU_PY) -m course prepare
+
+# memcheck, racecheck, initcheck, synccheck over every registered CUDA kernel (make test-gpu
+# runs it too, as tests/test_sanitize.py); ONLY="matmul/mma" narrows it
+sanitize:
+	$(GPU_PY) -m course sanitize $(if $(ONLY),--only $(ONLY))
 
 clean:
 	find var -mindepth 1 ! -name README.md -exec rm -rf {} +

@@ -20,7 +20,7 @@ nvcc still compiles and links (for ``TORCH_CUDA_ARCH_LIST``, default sm_90 here)
 loads but its kernels cannot launch.
 
 When ``COURSE_BUILD_LOG`` names a file, each build appends one JSON line to it (name, seconds,
-compiled): ``python -m course_utils run`` reads it to say how much of a notebook's time went to
+compiled): ``python -m course run`` reads it to say how much of a notebook's time went to
 builds.
 """
 

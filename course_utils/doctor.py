@@ -1,4 +1,4 @@
-"""``make doctor`` / ``python -m course_utils doctor``: what this machine will and will not show.
+"""``make doctor`` / ``python -m course doctor``: what this machine will and will not show.
 
 First the machine (Python, torch and its CUDA build, the GPU, nvcc, NVRTC, Triton and its mode,
 a C++ compiler), then one line per lesson: does it run fully here, or which cells fall back and
@@ -186,7 +186,7 @@ def _print_pairs(rows: list[tuple[str, ...]], out) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils doctor",
+    parser = argparse.ArgumentParser(prog="python -m course doctor",
                                      description="What this machine can run, lesson by lesson.")
     parser.add_argument("--notebooks", default=str(NOTEBOOKS),
                         help="folder with the NN_name.ipynb lessons (default: notebooks/)")

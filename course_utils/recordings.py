@@ -1,6 +1,6 @@
 """What the ``%%requires`` cells showed on a real GPU, for machines that skip them.
 
-``make record`` (``python -m course_utils record``, on a GPU box, with ``COURSE_STRICT=1``)
+``make record`` (``python -m course record``, on a GPU box, with ``COURSE_STRICT=1``)
 executes the notebooks and stores, per ``%%requires`` cell, what it printed and drew:
 ``docs/recordings/<notebook>.json`` (the environment once, then per cell its id, the hash of its
 source, the source and its outputs) and ``docs/recordings/<notebook>/<cell id>-<k>.png`` for
@@ -113,7 +113,7 @@ def record_notebook(executed: dict, name: str, environment: dict,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils record",
+    parser = argparse.ArgumentParser(prog="python -m course record",
                                      description="Execute notebooks on a GPU and record what "
                                                  "their %%requires cells show.")
     parser.add_argument("notebooks", nargs="*", help="parts of notebook names (default: all)")

@@ -1,4 +1,4 @@
-"""``make run`` / ``python -m course_utils run``: execute every notebook headless, summarise.
+"""``make run`` / ``python -m course run``: execute every notebook headless, summarise.
 
 Each notebook runs top to bottom in a fresh kernel (nbclient), with ``notebooks/`` as the working
 directory, and is written with its outputs to ``var/executed/<name>.ipynb``. The kernel gets the
@@ -7,11 +7,12 @@ checkout, installed or not. The summary table says, per notebook: status, second
 them went to CUDA extension builds (each build of :mod:`course_utils.cuda_ext`, subprocesses
 included, appends a line to ``var/executed/<name>.builds.jsonl``), code cells run, and the cells
 that ``%%requires`` skipped with the reason each printed ("skipped this cell: needs cuda: no CUDA
-GPU ..."). The exit status is non-zero when any notebook failed.
+GPU ..."). Under the table it lists each notebook's three slowest cells with their times (where
+a lecture loses its minutes). The exit status is non-zero when any notebook failed.
 
-    python -m course_utils run                 # every notebook
-    python -m course_utils run 01 03           # notebooks whose file name contains 01 or 03
-    python -m course_utils run --timeout 300   # per-cell timeout in seconds
+    python -m course run                 # every notebook
+    python -m course run 01 03           # notebooks whose file name contains 01 or 03
+    python -m course run --timeout 300   # per-cell timeout in seconds
 """
 
 from __future__ import annotations
@@ -31,6 +32,38 @@ NOTEBOOKS = env.ROOT / "notebooks"
 SKIP_LINE = re.compile(r"^skipped this cell: needs (.+)$", re.MULTILINE)
 
 
+@dataclass(frozen=True)
+class CellTime:
+    number: int  # among the code cells, from 0, as nbval names them ("Cell 21")
+    seconds: float
+    first_line: str  # of its source, so a reader finds the cell
+
+    def __str__(self) -> str:
+        line = self.first_line if len(self.first_line) <= 60 else self.first_line[:57] + "..."
+        return f"cell {self.number} {self.seconds:.1f} s: {line}"
+
+
+class _CellClock:
+    """nbclient hooks timing each code cell from the moment it is sent to the kernel to its
+    reply: the time a student waits for it."""
+
+    def __init__(self, nb):
+        code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        self._number = {index: n for n, index in enumerate(code)}
+        self._started: dict[int, float] = {}
+        self.times: list[CellTime] = []
+
+    def started(self, cell, cell_index, **_) -> None:
+        self._started[cell_index] = time.perf_counter()
+
+    def finished(self, cell, cell_index, **_) -> None:
+        if cell_index in self._started and cell_index in self._number:
+            source = cell.source.strip().splitlines()
+            self.times.append(CellTime(self._number[cell_index],
+                                       time.perf_counter() - self._started.pop(cell_index),
+                                       source[0] if source else ""))
+
+
 @dataclass
 class Outcome:
     notebook: str
@@ -43,6 +76,10 @@ class Outcome:
     executed_path: Path | None = None
     build_seconds: float = 0.0  # in cuda_ext builds (compiling or loading an extension)
     builds_compiled: int = 0  # of those builds, how many compiled
+    cell_times: list[CellTime] = field(default_factory=list)  # every code cell that ran
+
+    def slowest(self, count: int = 3) -> list[CellTime]:
+        return sorted(self.cell_times, key=lambda c: c.seconds, reverse=True)[:count]
 
     @property
     def ok(self) -> bool:
@@ -95,7 +132,9 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(str(path), as_version=4)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    clock = _CellClock(nb)
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                            on_cell_execute=clock.started, on_cell_executed=clock.finished,
                             resources={"metadata": {"path": str(Path(path).parent)}},
                             # the kernel's own start-up chatter ("running over TCP ...")
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
@@ -125,7 +164,7 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
                    cells_run=sum(1 for c in code_cells if c.get("execution_count") is not None),
                    cells=len(code_cells), skipped=skipped_reasons(nb), error=error,
                    executed_path=executed, build_seconds=build_seconds,
-                   builds_compiled=builds_compiled)
+                   builds_compiled=builds_compiled, cell_times=clock.times)
 
 
 def _first_line(err: BaseException) -> str:
@@ -159,7 +198,7 @@ def summary_rows(outcomes: list[Outcome]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils run",
+    parser = argparse.ArgumentParser(prog="python -m course run",
                                      description="Execute notebooks headless into var/executed/.")
     parser.add_argument("notebooks", nargs="*",
                         help="notebook paths, or parts of file names (default: all)")
@@ -187,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     print(stamped_table(summary_rows(outcomes), title="notebooks"))
     total, builds = sum(o.seconds for o in outcomes), sum(o.build_seconds for o in outcomes)
     print(f"{total:.0f} s in all, of which {builds:.0f} s building or loading CUDA extensions")
+    print()
+    print("slowest cells:")
+    for o in outcomes:
+        print(f"  {o.notebook}: " + ("; ".join(map(str, o.slowest(3))) or "(no cell ran)"))
     where = outcomes[0].executed_path.parent if outcomes[0].executed_path else args.out
     print(f"executed notebooks are in {where}")
     return 0 if all(o.ok for o in outcomes) else 1

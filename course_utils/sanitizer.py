@@ -1,19 +1,29 @@
-"""``compute-sanitizer`` on a course workload: every memory access checked (``memcheck``), or
-every shared-memory access checked for races (``racecheck``).
+"""``compute-sanitizer`` on a course workload: every memory access checked (``memcheck``),
+shared-memory races (``racecheck``), reads of uninitialised device memory (``initcheck``), and
+barrier misuse (``synccheck``).
 
-Each op that has CUDA kernels keeps a small workload module (``kernels/gelu/sanitize_check.py``,
-``kernels/matmul/sanitize_mma.py``) that runs its kernels on awkward inputs and exits non-zero
-on a wrong answer; :func:`run` runs it under the sanitizer in a child process, so a kernel that
-faults cannot take the caller down with it.
+A workload is a Python module that launches kernels and exits non-zero on a wrong answer
+(``kernels/sanitize.py`` runs every registered CUDA kernel; ``kernels/gelu/sanitize_check.py``
+and ``kernels/matmul/sanitize_mma.py`` are lessons' own). :func:`run_module` runs it under the
+sanitizer in a child process, so a kernel that faults cannot take the caller down with it,
+and :func:`summary` reads the counts from the sanitizer's last lines.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 from course_utils import env
+
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# "ERROR SUMMARY: 2 errors" (memcheck, initcheck, synccheck) and
+# "RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)" (racecheck)
+_SUMMARY = re.compile(r"^=+ (?:ERROR|RACECHECK) SUMMARY: .*$", re.MULTILINE)
+_COUNT = re.compile(r"(\d+) (error|warning)s?\b")
 
 
 def path() -> str | None:
@@ -25,19 +35,55 @@ def path() -> str | None:
     return found
 
 
-def run(tool: str, module: str) -> tuple[str, str, int]:
-    """``compute-sanitizer --tool <tool> python -m <module>``: (the command as shown, its
-    ERROR SUMMARY line, the exit status)."""
-    if tool not in ("memcheck", "racecheck", "synccheck", "initcheck"):
-        raise ValueError(f"tool expected memcheck, racecheck, synccheck or initcheck, "
-                         f"got {tool!r}")
+@dataclass
+class Run:
+    command: str  # as shown to a reader (executables without their folders)
+    output: str  # stdout and stderr of the sanitizer and the workload
+    returncode: int
+
+    @property
+    def summary_line(self) -> str:
+        found = _SUMMARY.findall(self.output)
+        if found:
+            return found[-1].strip()
+        lines = self.output.strip().splitlines()
+        return lines[-1] if lines else "(no output)"
+
+    def counts(self) -> tuple[int, int] | None:
+        """(errors, warnings) from the summary line; None when the sanitizer printed none (it
+        did not get that far: a crash, a timeout)."""
+        found = _SUMMARY.findall(self.output)
+        if not found:
+            return None
+        counts = {kind: int(n) for n, kind in _COUNT.findall(found[-1])}
+        return counts.get("error", 0), counts.get("warning", 0)
+
+    @property
+    def clean(self) -> bool:
+        return self.returncode == 0 and self.counts() == (0, 0)
+
+
+def run_module(tool: str, module: str, *args: str, timeout: float = 1800) -> Run:
+    """``compute-sanitizer --tool <tool> python -m <module> <args>`` in a child process."""
+    if tool not in TOOLS:
+        raise ValueError(f"tool expected one of {', '.join(TOOLS)}, got {tool!r}")
     sanitizer = path()
     if sanitizer is None:
         raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
-    command = [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m", module]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=env.ROOT)
-    output = done.stdout + done.stderr
-    summary = next((line.strip() for line in output.splitlines() if "ERROR SUMMARY" in line),
-                   output.strip().splitlines()[-1] if output.strip() else "(no output)")
+    command = [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m", module,
+               *args]
     shown = " ".join(c if "/" not in c else c.rsplit("/", 1)[-1] for c in command)
-    return shown, summary, done.returncode
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=env.ROOT,
+                              env=env.child_environment(), timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        out = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else err.stdout or ""
+        return Run(shown, out + f"\n(timed out after {timeout:.0f} s)", 124)
+    return Run(shown, done.stdout + done.stderr, done.returncode)
+
+
+def run(tool: str, module: str) -> tuple[str, str, int]:
+    """``compute-sanitizer --tool <tool> python -m <module>``: (the command as shown, its
+    summary line, the exit status)."""
+    done = run_module(tool, module)
+    return done.command, done.summary_line, done.returncode

@@ -1,7 +1,7 @@
 """What a registered kernel's call does per call, on any machine: the registry checks the
 problem once (the kernel does not check again), machine-level facts are not re-derived once the
 kernel is built, and a bad problem is still refused after the first call. Times are measured by
-kernels/overhead.py on a GPU, never asserted."""
+kernels/bench_overhead.py on a GPU, never asserted."""
 
 import pytest
 import torch

@@ -1,6 +1,7 @@
 """course_utils.env: requirements with reasons, device description, environment stamp."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -127,3 +128,69 @@ def test_a_child_python_imports_the_course_from_this_checkout(monkeypatch):
     assert child["EXTRA"] == "1" and child["PATH"] == os.environ["PATH"]
     monkeypatch.delenv("PYTHONPATH")
     assert env.child_environment()["PYTHONPATH"] == str(env.ROOT)
+
+
+# -- optional extras: skip with their line even under COURSE_STRICT=1, and are logged ------------
+
+@pytest.fixture
+def optional_log(monkeypatch, tmp_path):
+    log = tmp_path / "optional.log"
+    monkeypatch.setenv(env.OPTIONAL_SKIP_LOG, str(log))
+    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setattr(env, "STRICT", True)
+    return log
+
+
+def test_strict_mode_lets_a_missing_optional_extra_skip(monkeypatch, capsys, optional_log):
+    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
+    assert env.requires("always", "cute-dsl") is False
+    line = "skipped this cell: needs always cute-dsl: CuTe DSL is not installed (an optional extra)"
+    assert capsys.readouterr().out == line + "\n"
+    assert optional_log.read_text() == line + "\n"
+
+
+def test_strict_mode_with_the_extra_installed_runs_the_cell(monkeypatch, capsys, optional_log):
+    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: None)
+    assert env.requires("always", "cute-dsl") is True
+    assert capsys.readouterr().out == "" and not optional_log.exists()
+
+
+def test_strict_mode_still_fails_on_a_required_one_beside_an_extra(monkeypatch, optional_log):
+    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
+    with pytest.raises(env.RequirementError, match="the test says no.*COURSE_STRICT=1"):
+        env.requires("never", "cute-dsl")
+    assert not optional_log.exists()
+
+
+def test_optional_extras_are_split_from_the_requirements():
+    def packages(name):
+        lines = (env.ROOT / name).read_text().splitlines()
+        return {re.split(r"[<>=\[ ]", ln.strip())[0] for ln in lines
+                if ln.strip() and not ln.startswith(("#", "-"))}
+
+    assert set(env.OPTIONAL.values()) <= packages("requirements-optional.txt")
+    assert not set(env.OPTIONAL.values()) & packages("requirements.txt")
+    assert all(env.is_requirement(name) for name in env.OPTIONAL)
+
+
+def test_the_test_summary_lists_optional_skips(tmp_path):
+    import conftest
+
+    log = tmp_path / "optional.log"
+    log.write_text("skipped this cell: needs cuda cute-dsl: x (an optional extra)\n" * 2)
+    shown = []
+
+    class Reporter:
+        def section(self, title):
+            shown.append(f"== {title}")
+
+        def write_line(self, line):
+            shown.append(line)
+
+    class Config:
+        _course_optional_log = log
+
+    conftest.pytest_terminal_summary(Reporter(), 0, Config())
+    assert shown == ["== optional extras not installed (skipped, allowed)",
+                     "skipped this cell: needs cuda cute-dsl: x (an optional extra)"]

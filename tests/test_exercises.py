@@ -3,8 +3,8 @@ answer (fails with a teaching message); the notebooks carry the registered stubs
 
 import pytest
 
-from course_utils import exercises
-from course_utils.exercises import notebook, solutions
+import exercises
+from exercises import notebook, solutions
 
 EXERCISES = exercises.all_exercises()
 IDS = [e.id for e in EXERCISES]
@@ -53,7 +53,7 @@ def test_wrong_answer_fails_and_teaches(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
 def test_notebook_holds_the_registered_cells(ex):
     cells = notebook.notebook_stubs(notebook.lesson_notebook(ex.lesson)).get(ex.id, {})
-    sync = f"python -m course_utils exercises sync {ex.lesson}"
+    sync = f"python -m course exercises sync {ex.lesson}"
     assert cells.get("stub") == ex.stub_cell(), f"stub cell missing or stale: run `{sync}`"
     assert cells.get("check") == ex.check_cell(), f"check cell missing or stale: run `{sync}`"
 
@@ -79,6 +79,18 @@ def test_compare_names_the_first_mismatch():
         exercises.compare(got, expected, what="out")
     with pytest.raises(exercises.Mismatch, match=r"expected shape \(6,\), got \(5,\)"):
         exercises.compare(got[:5], expected, what="out")
+
+
+def test_compare_checks_dtype_and_shape_before_values():
+    import torch
+
+    expected = torch.arange(6.0)
+    with pytest.raises(exercises.Mismatch, match=r"out: expected dtype torch.float32, got "
+                                                 r"torch.float64$"):
+        exercises.compare(expected.double(), expected, what="out")  # the same values
+    with pytest.raises(exercises.Mismatch, match=r"expected shape \(6,\), got \(2, 3\); and "
+                                                 r"dtype torch.float32, got torch.float16"):
+        exercises.compare(expected.half().view(2, 3), expected, what="out")
 
 
 def test_an_exception_in_student_code_is_reported_with_its_line():
@@ -108,7 +120,7 @@ def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
 def test_what_the_gpu_children_compile_compiles_here(tmp_path):
     # the children of lesson 03 run only on a GPU; what they hand to NVRTC is checked here
     from course_utils import env, nvrtc
-    from course_utils.exercises import lesson03
+    from exercises import lesson03
 
     if env.unmet("nvrtc"):
         pytest.skip("needs NVRTC")
@@ -122,7 +134,7 @@ def test_what_the_gpu_children_compile_compiles_here(tmp_path):
 def test_the_gpu_child_runs_and_a_crash_names_its_case():
     # the child process machinery, for real; without a GPU it stops at loading the kernel
     from course_utils import env
-    from course_utils.exercises import lesson03
+    from exercises import lesson03
 
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")
@@ -148,3 +160,79 @@ def test_gpu_checks_measure_and_say_so(id):
     assert result.passed, str(result)
     for words in GPU_LINES[id]:
         assert words in str(result), str(result)
+
+
+# Known-wrong answers of three kinds that a check must not pass (kept here, out of the
+# notebooks): a number typed in where the check simulates a measurement, the right values in the
+# wrong dtype, and plain PyTorch where the exercise asks for a Triton kernel.
+def _constant_timer(ms):
+    return f"def time_ms(fn, *args, reps=20):\n    return {ms}\n"
+
+
+def _solution(id, old, new):
+    source = ANSWERS[id][0]
+    assert old in source, f"the solution of {id} changed: update this known-wrong answer"
+    return source.replace(old, new)
+
+
+PLAIN_PYTORCH = {
+    "02.bias_gelu": ("import torch.nn.functional as F\n\n\ndef bias_gelu(x, bias):\n"
+                     "    return F.gelu(x + bias, approximate='tanh')\n"),
+    "02.silu_mul": ("import torch.nn.functional as F\n\n\ndef silu_mul(x):\n"
+                    "    if x.shape[1] % 2:\n"
+                    "        raise ValueError(f'x expected an even width, got {x.shape[1]}')\n"
+                    "    a, b = x.float().chunk(2, dim=-1)\n"
+                    "    return (F.silu(a) * b).to(x.dtype)\n"),
+}
+GAMED = [
+    *[pytest.param("01.sync", _constant_timer(ms), "it does not follow the work",
+                   id=f"01.sync-constant-{ms}")
+      for ms in (3.0, 4.5, 6.0, 9.0, 12.0)],
+    pytest.param("02.bias_gelu", None, "expected dtype", id="02.bias_gelu-wrong-dtype"),
+    pytest.param("02.silu_mul", None, "expected dtype", id="02.silu_mul-wrong-dtype"),
+    *[pytest.param(id, source, "no Triton kernel was launched", id=f"{id}-plain-pytorch")
+      for id, source in PLAIN_PYTORCH.items()],
+    pytest.param("06.byok", None, "no Triton kernel was launched", id="06.byok-plain-pytorch"),
+]
+
+
+def _gamed_source(id, source):
+    if source is not None:
+        return source
+    if id in ("02.bias_gelu", "02.silu_mul"):  # the Triton solution, its output made float64
+        return _solution(id, "BLOCK=BLOCK)\n    return y\n",
+                         "BLOCK=BLOCK)\n    return y.double()\n")
+    # 06.byok: the whole interface right, but the registered function is torch.mm
+    return _solution(id, "fn=row_gemm,", "fn=torch.mm,")
+
+
+@pytest.mark.parametrize(("id", "source", "says"), GAMED)
+def test_a_gamed_answer_fails(id, source, says):
+    source = _gamed_source(id, source)
+    assert source != ANSWERS[id][0]
+    result = _run(exercises.get(id), source, "gamed")
+    if result.status == "cannot check here":
+        pytest.skip(str(result))
+    assert result.status == "not yet", str(result)
+    assert says in str(result) and "hint:" in str(result), str(result)
+
+
+def test_the_simulated_gpu_differs_every_run():
+    from exercises import lesson01
+
+    draws = {tuple(g.CALL_S for g in lesson01._random_gpus()) for _ in range(5)}
+    assert len(draws) == 5
+    for fast, slow in draws:  # no constant within 0.5x-1.25x of both
+        assert 1.25 * fast < 0.5 * slow
+
+
+def test_triton_launches_counts_the_interpreters_launches_too():
+    import torch
+
+    names = exercises.load_cell(ANSWERS["02.silu_mul"][0], "launches")
+    with exercises.triton_launches() as launched:
+        names["silu_mul"](torch.randn(3, 8, device=exercises.env.DEFAULT_DEVICE))
+    assert launched == {"silu_mul_kernel": 1}
+    with exercises.triton_launches() as launched:
+        torch.nn.functional.silu(torch.randn(3))
+    assert launched == {}

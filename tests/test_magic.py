@@ -66,3 +66,17 @@ def test_a_failing_cell_under_requires_fails(shell):
     error = result.error_in_exec
     assert isinstance(error, RuntimeError) and "failed" in str(error)
     assert isinstance(error.__cause__, KeyError)
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["extra-installed", "extra-missing"])
+def test_strict_mode_and_an_optional_extra(shell, monkeypatch, capsys, tmp_path, installed):
+    # a GPU box without the CuTe DSL is the normal case: the cell skips, the notebook goes on
+    monkeypatch.setattr(env, "STRICT", True)
+    monkeypatch.setenv(env.OPTIONAL_SKIP_LOG, str(tmp_path / "optional.log"))
+    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl",
+                        lambda: None if installed else "CuTe DSL is not installed")
+    result = shell.run_cell("%%requires always cute-dsl\nran = True")
+    assert result.success
+    assert ("ran" in shell.user_ns) == installed
+    out = capsys.readouterr().out
+    assert out.endswith("(an optional extra)\n") != installed

@@ -2,7 +2,8 @@
 
 import pytest
 
-from course_utils import env, nvrtc, prepare
+from course import prepare
+from course_utils import env, nvrtc
 
 
 @pytest.mark.skipif(bool(env.unmet("nvrtc", "libcu++")), reason="needs NVRTC and libcu++")

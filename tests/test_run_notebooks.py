@@ -71,3 +71,17 @@ def test_the_kernel_imports_from_the_checkout_and_builds_are_summed(tmp_path, la
     assert outcome.status == "ok", outcome.error
     assert (outcome.build_seconds, outcome.builds_compiled) == (1.75, 1)
     assert run_notebooks.summary_rows([outcome])[0]["of which builds s"] == "1.8 (1 compiled)"
+
+
+def test_the_slowest_cells_are_timed_and_printed(tmp_path, lax, capsys):
+    _notebook(tmp_path / "05_slow.ipynb", "import time", "time.sleep(0.6)  # the slow one",
+              "x = 1", "time.sleep(0.3)")
+    assert run_notebooks.main(["--folder", str(tmp_path), "--out", str(tmp_path / "out"),
+                               "--timeout", "120"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("05_slow.ipynb:"))
+    cells = line.split(": ", 1)[1].split("; ")
+    assert len(cells) == 3
+    assert cells[0].startswith("cell 1 ") and cells[0].endswith("time.sleep(0.6)  # the slow one")
+    assert cells[1].startswith("cell 3 ")
+    assert 0.6 <= float(cells[0].split()[2]) < 5

@@ -5,7 +5,7 @@ measured here in the same run on the same number of bytes. The peer is ``F.gelu`
 ``run()`` also runs ``compute-sanitizer`` (memcheck and racecheck) on the CUDA kernels and
 returns its summary as a note.
 
-    python -m course_utils bench gelu          # 2^28 elements, float32 and bfloat16
+    python -m course bench gelu          # 2^28 elements, float32 and bfloat16
 """
 
 from __future__ import annotations

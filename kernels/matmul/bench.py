@@ -1,6 +1,6 @@
 """Lesson 01's measurements: the matmul scaling sweep and the profile of a few workloads.
 
-Notebook 01 calls the same functions (one code path), and ``python -m course_utils bench``
+Notebook 01 calls the same functions (one code path), and ``python -m course bench``
 calls :func:`run`, which turns them into results records:
 
 * the sweep: achieved TFLOP/s of ``a @ b`` (square, n up to 8192 on a GPU) per dtype, against

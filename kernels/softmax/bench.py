@@ -3,7 +3,7 @@
 A fused softmax reads each element once and writes it once, so the ceiling is the device's
 copy bandwidth on the same bytes, measured in the same run; the peer is ``torch.softmax``.
 
-    python -m course_utils bench softmax       # float32 rows of 1K..16K columns
+    python -m course bench softmax       # float32 rows of 1K..16K columns
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The student's CUDA runs in a child process on a GPU: a misaligned 16-byte load or an
 out-of-bounds access poisons the CUDA context of the process that launched it, and the notebook
-must survive a wrong answer. ``python -m course_utils.exercises.lesson03 <silu|scale> <file.cu>``
+must survive a wrong answer. ``python -m exercises.lesson03 <silu|scale> <file.cu>``
 is that child.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from course_utils import env
-from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, needs
+from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, needs
 
-CUDA_DIR = env.ROOT / "course_utils" / "exercises" / "cuda"
+CUDA_DIR = env.ROOT / "exercises" / "cuda"
 SCALE_CU = CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256
 # line numbers in compute-sanitizer's report (a file's own, thanks to nvrtc's #line directive)
@@ -143,7 +143,7 @@ def _silu_child(path: str) -> dict:
 
 # --------------------------------------------------------------------------------------------
 OOB_STUB = '''
-from course_utils.exercises import lesson03
+from exercises import lesson03
 
 print(lesson03.numbered(lesson03.SCALE_CU))   # the kernel, with line numbers
 BUG_LINE = ...     # the number of the line that lets an out-of-bounds thread through
@@ -207,7 +207,7 @@ def _scale_child(path: str) -> dict:
 
 @exercise("03.oob", title="Find the out-of-bounds access with compute-sanitizer", stub=OOB_STUB,
           answers=("BUG_LINE", "FIXED_LINE"), before=["""%%requires cuda nvcc
-from course_utils.exercises import lesson03
+from exercises import lesson03
 
 print(lesson03.sanitize_scale())   # compute-sanitizer on the kernel below"""], intro="""
 `scale` computes `y = a * x` and passes the tests you would first write, yet

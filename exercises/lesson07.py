@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from course_utils.exercises import exercise, expect
+from exercises import exercise, expect
 
 
 def _layout():
@@ -88,14 +88,16 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
 STAGES_STUB = '''
 import torch
 
+SMEM_BYTES = 227 * 1024  # the most an H100 block can opt into
+RESERVED = 1024  # slack for aligning the ring to 1024 bytes
+BARRIER_BYTES = 2 * 8  # each stage's full and empty mbarriers
+SM_FLOP_PER_NS = {2: 989.4e3 / 132, 1: 1978.9e3 / 132}  # dense peak per SM, by element bytes
+
+
 def pipeline_depth(bm, bn, dtype):
     """(stages, hidden_ns) for wgmma.cu with bm x bn output tiles of dtype operands:
     how many ring stages fit in an H100 block's shared memory, and how many nanoseconds of TMA
     latency they hide (stages - 1 K tiles of one SM's tensor-core time)."""
-    smem_bytes = 227 * 1024     # the most an H100 block can opt into
-    reserved = 1024             # slack for aligning the ring to 1024 bytes
-    barrier_bytes = 2 * 8       # each stage's full and empty mbarriers
-    sm_flop_per_ns = {2: 989.4e3 / 132, 1: 1978.9e3 / 132}[dtype.itemsize]  # dense peak per SM
     ...
 '''
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import time
 from unittest import mock
 
 import torch
 
 from course_utils import env
-from course_utils.exercises import Mismatch, exercise, expect
+from exercises import Mismatch, exercise, expect
 
 # --------------------------------------------------------------------------------------------
 SYNC_STUB = '''
@@ -30,11 +31,11 @@ def time_ms(fn, *args, reps=20):
 class _FakeGPU:
     """A stand-in for a GPU stream: a 'launch' returns at once and queues work; synchronize()
     waits until the queued work is done (here: sleeps for it). It lets the CPU check what a
-    timer does with asynchronous work."""
+    timer does with asynchronous work. Its set-up and per-call times are drawn at random for
+    each check, so only a timer that measures can match them, never a number typed in."""
 
-    SETUP_S, CALL_S = 0.060, 0.004
-
-    def __init__(self):
+    def __init__(self, setup_s: float, call_s: float):
+        self.SETUP_S, self.CALL_S = setup_s, call_s
         self.queued = 0.0
         self.calls = 0
 
@@ -47,6 +48,15 @@ class _FakeGPU:
         self.queued = 0.0
 
 
+def _random_gpus() -> list[_FakeGPU]:
+    """Two simulated GPUs, a fast and a slow one (2-4 ms and 10.5-14 ms per call, 40-80 ms of
+    set-up). The check accepts 0.5x-1.25x of the true time, so no single number passes both:
+    1.25 x 4 < 0.5 x 10.5."""
+    rng = random.Random()  # fresh each run, seeded by the OS
+    return [_FakeGPU(rng.uniform(0.040, 0.080), rng.uniform(lo, hi))
+            for lo, hi in ((0.002, 0.004), (0.0105, 0.014))]
+
+
 @exercise("01.sync", title="Fix a benchmark that forgets to synchronise", stub=SYNC_STUB,
           answers=("time_ms",), intro="""
 `time_ms` below times a GPU function with a wall clock. Its numbers look great and are wrong:
@@ -54,31 +64,51 @@ a launch returns as soon as the kernel is *queued*. Fix it so that it returns th
 spends per call (keep `time.perf_counter`; use `torch.cuda.synchronize()`; do not call
 `timing.benchmark`, the point is to see what it does for you).
 
-The check runs your timer on a simulated GPU whose calls return at once and whose
-`torch.cuda.synchronize()` waits for the queued work (60 ms of set-up on the first call, then
-4 ms per call), so it works on a laptop too; on a real GPU it also times a matmul against
-`timing.benchmark`.""")
+The check runs your timer on two simulated GPUs whose calls return at once and whose
+`torch.cuda.synchronize()` waits for the queued work (tens of milliseconds of set-up on the
+first call, then a few milliseconds per call, different each run), so it works on a laptop
+too; on a real GPU it also times a matmul against `timing.benchmark`.""")
 def check_sync(time_ms, report) -> None:
-    gpu = _FakeGPU()
+    gpus = _random_gpus()
+    got = [_time_on(gpu, time_ms) for gpu in gpus]
+    fast, slow = (gpu.CALL_S * 1e3 for gpu in gpus)
+    expect(abs(got[1] - got[0]) > 0.25 * (slow - fast),
+           f"your timer says {got[0]:.2f} and {got[1]:.2f} ms per call on two simulated GPUs "
+           f"whose calls take {fast:.2f} and {slow:.2f} ms: it does not follow the work",
+           "time the calls with the clock and the GPU's synchronisation; do not return a "
+           "number you measured once")
+    for gpu, ms in zip(gpus, got, strict=True):
+        _judge(gpu, ms)
+        report.line(f"simulated GPU: {ms:.2f} ms per call for {gpu.CALL_S * 1e3:.2f} ms of work")
+    _time_real_gpu(time_ms, report)
+
+
+def _time_on(gpu: _FakeGPU, time_ms) -> float:
     with mock.patch.object(torch.cuda, "synchronize", gpu.synchronize), \
             mock.patch.object(torch.cuda, "is_available", lambda: True):
         got = time_ms(gpu.launch, reps=20)
     expect(isinstance(got, int | float), f"time_ms returned {type(got).__name__} {got!r}, "
            "expected the milliseconds per call (a float)")
+    return got
+
+
+def _judge(gpu: _FakeGPU, got: float) -> None:
     true_ms = gpu.CALL_S * 1e3
     hint_end = ("the loop only queued the work; call torch.cuda.synchronize() after it, "
                 "before reading the clock")
     if got < 0.5 * true_ms:
         raise Mismatch(f"your timer says {got:.3f} ms per call for work that takes "
-                       f"{true_ms:.1f} ms on the (simulated) GPU: the clock stopped while the "
+                       f"{true_ms:.2f} ms on the (simulated) GPU: the clock stopped while the "
                        "work was still queued", hint_end)
     if got > 1.25 * true_ms:
         raise Mismatch(f"your timer says {got:.2f} ms per call for work that takes "
-                       f"{true_ms:.1f} ms: it also counted work queued before the clock "
+                       f"{true_ms:.2f} ms: it also counted work queued before the clock "
                        f"started (the warm-up's {gpu.SETUP_S * 1e3:.0f} ms of set-up)",
                        "synchronise after the warm-up too, so the queue is empty when the "
                        "clock starts")
-    report.line(f"simulated GPU: {got:.2f} ms per call for {true_ms:.1f} ms of work")
+
+
+def _time_real_gpu(time_ms, report) -> None:
     if env.HAS_CUDA:
         from course_utils import timing
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course_utils import env
-from course_utils.exercises import CannotCheck, Mismatch, compare, exercise, expect, needs
+from exercises import CannotCheck, Mismatch, compare, exercise, expect, needs
 
 # ldmatrix reads 8 rows of 16 bytes per phase; shared memory serves 32 banks of 4 bytes, i.e. 8
 # groups of 16 bytes, per cycle: 8 rows in 8 different groups cost one wavefront, not several

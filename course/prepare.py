@@ -1,4 +1,4 @@
-"""``make prepare`` / ``python -m course_utils prepare``: lecture mode.
+"""``make prepare`` / ``python -m course prepare``: lecture mode.
 
 Before class, build and cache everything the notebooks would otherwise build while students
 wait, so that on a prepared GPU box each notebook runs in under a minute (except the cells that

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from course_utils import env
-from course_utils.exercises import (
+from exercises import (
     Mismatch,
     bandwidth_verdict,
     compare,

@@ -1,7 +1,7 @@
-"""Write a lesson's "Exercises" section from the registry (``python -m course_utils exercises``).
+"""Write a lesson's "Exercises" section from the registry (``python -m course exercises``).
 
-    python -m course_utils exercises sync 01      # (re)write notebook 01's Exercises section
-    python -m course_utils exercises list         # every exercise, lesson by lesson
+    python -m course exercises sync 01      # (re)write notebook 01's Exercises section
+    python -m course exercises list         # every exercise, lesson by lesson
 
 The section is the last part of the notebook: a heading, then per exercise a markdown statement,
 the stub cell and the check cell. Each cell carries ``metadata.exercise = {"id", "role"}`` so a
@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from course_utils import env
-from course_utils.exercises import Exercise, all_exercises
+from exercises import Exercise, all_exercises
 
 NOTEBOOKS = env.ROOT / "notebooks"
 HEADING = """## Exercises
@@ -26,7 +26,7 @@ HEADING = """## Exercises
 Your turn. Each exercise is a stub cell (edit it: the signature is given) and a check cell that
 tests your answer on fresh random inputs, awkward shapes included, and says what is wrong if it
 is. An untouched stub says "not attempted". On a GPU a correct answer is also measured against
-this lesson's ceiling. Solutions are in `course_utils/exercises/solutions/`: try first."""
+this lesson's ceiling. Solutions are in `exercises/solutions/`: try first."""
 
 
 def lesson_notebook(lesson: str, folder: Path = NOTEBOOKS) -> Path:
@@ -85,7 +85,7 @@ def notebook_stubs(path: Path) -> dict[str, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils exercises")
+    parser = argparse.ArgumentParser(prog="python -m course exercises")
     parser.add_argument("command", choices=["sync", "list"])
     parser.add_argument("lessons", nargs="*", help="lesson numbers, e.g. 01 02 (default: all)")
     args = parser.parse_args(argv)

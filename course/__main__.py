@@ -1,4 +1,4 @@
-"""``python -m course_utils doctor | run | bench | exercises | record | prepare``."""
+"""``python -m course doctor | run | bench | exercises | record | prepare | sanitize``."""
 
 import sys
 
@@ -7,13 +7,14 @@ def main(argv: list[str]) -> int:
     commands = {
         "doctor": "course_utils.doctor",  # what this machine can run, lesson by lesson
         "run": "course_utils.run_notebooks",  # execute every notebook, print a summary
-        "bench": "course_utils.bench",  # lesson benchmarks -> docs/results/
-        "exercises": "course_utils.exercises.notebook",  # write a lesson's Exercises section
+        "bench": "course.bench",  # lesson benchmarks -> docs/results/
+        "exercises": "exercises.notebook",  # write a lesson's Exercises section
         "record": "course_utils.recordings",  # on a GPU: what %%requires cells show -> docs/
-        "prepare": "course_utils.prepare",  # lecture mode: build and cache everything first
+        "prepare": "course.prepare",  # lecture mode: build and cache everything first
+        "sanitize": "kernels.sanitize",  # on a GPU: compute-sanitizer over every CUDA kernel
     }
     if not argv or argv[0] not in commands:
-        print(f"usage: python -m course_utils {{{'|'.join(commands)}}} [options]", file=sys.stderr)
+        print(f"usage: python -m course {{{'|'.join(commands)}}} [options]", file=sys.stderr)
         return 2
     import importlib
 

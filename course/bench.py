@@ -11,24 +11,21 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections import defaultdict
+from pathlib import Path
 
 from course_utils import env, results
 
-# lesson benchmark modules, in syllabus order
-MODULES = (
-    "kernels.matmul.bench",  # 01: matmul sweep against the datasheet peak, profile summary
-    "kernels.gelu.bench",  # 02/03: GeLU providers against copy bandwidth
-    "kernels.softmax.bench",  # 02: softmax providers over row lengths
-    "kernels.add.bench",  # 04: load_inline vs NVRTC compile times
-    "kernels.overhead",  # 04: host time per call of each layer, beside torch's
-    "kernels.matmul.bench_mma",  # 05: every mma.sync variant vs its ceiling and cuBLAS
-    "kernels.matmul.fp64.bench",  # 06: the FP64 GEMMs' design spaces against torch.mm float64
-    "kernels.matmul.hopper.bench",  # 07: the Hopper steps vs the wgmma ceiling and cuBLAS
-)
+
+def discover(root: Path = env.ROOT / "kernels") -> list[str]:
+    """Every benchmark module under ``kernels/``: a file named ``bench*.py``
+    (``kernels/add/bench.py``, ``kernels/matmul/bench_mma.py``, ...). A new lesson's benchmark
+    joins ``make bench`` by its file name alone; sorted by path, so an op's run together."""
+    found = sorted(p for p in Path(root).rglob("bench*.py") if "__pycache__" not in p.parts)
+    return [".".join(p.relative_to(Path(root).parent).with_suffix("").parts) for p in found]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m course bench", description=__doc__)
     parser.add_argument("only", nargs="*", help="module names to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--out", default=str(env.RESULTS_DIR),
@@ -37,11 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {env.environment_line()}")
     records: dict[str, list[results.Record]] = defaultdict(list)
     notes: dict[str, list[str]] = defaultdict(list)
-    for name in MODULES:
-        if args.only and not any(o in name for o in args.only):
-            continue
+    modules = discover()
+    chosen = [m for m in modules if not args.only or any(o in m for o in args.only)]
+    if not chosen:
+        parser.error(f"only: no benchmark module matches {args.only}; known: {modules}")
+    for name in chosen:
         print(f"\n## {name}")
-        for item in importlib.import_module(name).run(quick=args.quick):
+        module = importlib.import_module(name)
+        if not callable(getattr(module, "run", None)):  # a bench*.py file must be one
+            raise TypeError(f"{name} is named like a benchmark but has no run(quick=...)")
+        for item in module.run(quick=args.quick):
             if isinstance(item, results.Note):
                 notes[item.lesson].append(item.text)
             else:

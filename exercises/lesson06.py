@@ -8,7 +8,7 @@ import re
 import torch
 
 from course_utils import env
-from course_utils.exercises import CannotCheck, Mismatch, compare, exercise, expect
+from exercises import CannotCheck, Mismatch, compare, exercise, expect, expect_triton_kernel
 
 
 def _on_gpu(*shapes_and_dtypes):
@@ -227,6 +227,9 @@ def _check_registered(mine, find_mine, report) -> None:
         compare(mine(a, b), a @ b, what=f"your kernel on {m}x{n}x{k}", atol=1e-10, rtol=1e-10,
                 hint="mask the loads at the N and K edges (other=0.0) and the store at N; "
                      "advance both pointers by BLOCK_K each step")
+    a, b = (torch.randn(5, 3, dtype=torch.float64, device=device),
+            torch.randn(3, 7, dtype=torch.float64, device=device))
+    expect_triton_kernel(mine, (a, b), what="your registered kernel")
     how = "the Triton interpreter" if env.TRITON_INTERPRET else "compiled Triton"
     report.line(f"registered as {mine.name}; matches a @ b at 1x1x1, 5x7x3, 17x33x20 and K = 0 "
                 f"({how}, {device} tensors)")

@@ -3,7 +3,7 @@
 At the end of each lesson an "Exercises" section holds, per exercise, a short statement, a stub
 cell (small, self-contained, the signature given) and a check cell::
 
-    from course_utils import exercises
+    import exercises
     exercises.check("01.sync", time_ms)
 
 :func:`check` prints one verdict and never raises on a wrong answer:
@@ -16,7 +16,7 @@ cell (small, self-contained, the signature given) and a check cell::
 
 Adding exercises to a lesson (notebooks 05 and 06 included)
 -----------------------------------------------------------
-1. ``course_utils/exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
+1. ``exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
 
        STUB = '''def tile_count(m, n, tile):
            \"\"\"Thread blocks needed to cover an m x n output with tile x tile blocks.\"\"\"
@@ -35,9 +35,14 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
    :class:`Report`; it raises :class:`Mismatch` (or uses :func:`expect` / :func:`compare`) for a
    wrong answer, :class:`CannotCheck` when this machine cannot tell, and calls
    :func:`bandwidth_verdict` (or ``report.line``) for what it measured.
-2. ``course_utils/exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
+2. ``exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
    cell source text defining the same names as the stub, one correct and one known-wrong.
-3. ``python -m course_utils exercises sync NN`` writes the notebook's final "Exercises" section
+   Checks that cannot be gamed: a simulated quantity (a time, a size, a workload) is drawn
+   at random on every run, so a number typed in cannot pass (lesson 01's simulated GPUs);
+   compare tensors with :func:`compare`, which rejects the wrong shape or dtype before it
+   looks at values; and where the exercise asks for a Triton kernel, call
+   :func:`expect_triton_kernel`, so plain PyTorch computing the same values does not pass.
+3. ``python -m course exercises sync NN`` writes the notebook's final "Exercises" section
    from the registry; ``tests/test_exercises.py`` then runs every check against its solution
    (must pass), its stub (must say not attempted) and the wrong answer (must fail, teaching).
 """
@@ -45,6 +50,8 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
 from __future__ import annotations
 
 import ast
+import collections
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -56,6 +63,7 @@ import traceback
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from unittest import mock
 
 import torch
 
@@ -99,7 +107,7 @@ class Exercise:
         return self.id.split(".")[0]
 
     def check_cell(self) -> str:
-        return (f"from course_utils import exercises\n\n"
+        return (f"import exercises\n\n"
                 f"exercises.check({self.id!r}, {', '.join(self.answers)})")
 
     def stub_cell(self) -> str:
@@ -222,12 +230,13 @@ def _untouched(ex: Exercise, answers: tuple) -> bool:
 
 def _where_in_student_code(err: BaseException) -> str:
     """'line N of your cell: <code>' for the deepest frame outside the course and libraries."""
-    course = str(env.ROOT / "course_utils")
+    # the course's own packages: a frame there is the check's, not the student's
+    course = tuple(str(env.ROOT / package) + "/"
+                   for package in ("course_utils", "kernels", "exercises", "course"))
     found = ""
     for frame in traceback.extract_tb(err.__traceback__):
         name = frame.filename
-        if ("site-packages" in name or name.startswith(course) or "/lib/python" in name
-                or name.startswith(str(env.ROOT / "kernels"))):
+        if "site-packages" in name or name.startswith(course) or "/lib/python" in name:
             continue
         if name.startswith(str(env.VAR / "exercises")) or "ipykernel" in name or "<" in name:
             found = f"line {frame.lineno} of your cell: {frame.line}"
@@ -285,14 +294,20 @@ def expect(condition: bool, message: str, hint: str = "") -> None:
 
 def compare(got, expected: torch.Tensor, *, what: str, atol: float = 1e-5, rtol: float = 1e-5,
             hint: str = "") -> None:
-    """Mismatch unless ``got`` matches ``expected`` (shape, dtype, values); the message names
-    the first mismatching index with both values and how many elements differ."""
+    """Mismatch unless ``got`` matches ``expected``: first its type, shape and dtype (all that
+    is wrong among them, named), then its values; the message then names the first
+    mismatching index with both values and how many elements differ."""
     expect(isinstance(got, torch.Tensor),
            f"{what}: expected a tensor, got {type(got).__name__}", hint)
-    expect(tuple(got.shape) == tuple(expected.shape),
-           f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}", hint)
-    expect(got.dtype == expected.dtype,
-           f"{what}: expected dtype {expected.dtype}, got {got.dtype}", hint)
+    wrong = []  # right values in the wrong dtype are still wrong: say so before any value
+    if tuple(got.shape) != tuple(expected.shape):
+        wrong.append(f"shape {tuple(expected.shape)}, got {tuple(got.shape)}")
+    if got.dtype != expected.dtype:
+        wrong.append(f"dtype {expected.dtype}, got {got.dtype}")
+    # (the caller's hint is about values: a wrong shape or dtype gets its own)
+    expect(not wrong, f"{what}: expected " + "; and ".join(wrong),
+           "allocate the output with the shape and dtype the task asks for (like the input: "
+           "torch.empty_like(x)), and return it without converting")
     g, e = got.detach().float().cpu(), expected.detach().float().cpu()
     bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
     if bad.any():
@@ -301,6 +316,65 @@ def compare(got, expected: torch.Tensor, *, what: str, atol: float = 1e-5, rtol:
         raise Mismatch(f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at "
                        f"index {index}: got {g[first].item():.6g}, expected "
                        f"{e[first].item():.6g}", hint)
+
+
+def _triton_launchers() -> list[type]:
+    """The classes whose ``run`` launches a ``@triton.jit`` kernel: compiled (JITFunction) and
+    interpreted (TRITON_INTERPRET=1). ``kernel[grid](...)`` and autotuners end in one of them."""
+    found = []
+    try:
+        from triton.runtime.jit import JITFunction
+
+        found.append(JITFunction)
+        from triton.runtime.interpreter import InterpretedFunction
+
+        found.append(InterpretedFunction)
+    except ImportError:  # no Triton (or an older one without the interpreter class)
+        pass
+    return found
+
+
+@contextlib.contextmanager
+def triton_launches():
+    """Count the Triton kernels launched inside the block: ``{kernel name: launches}``.
+
+    It wraps the launchers' ``run`` for the duration (warm-up compiles are not launches), so
+    it sees a launch on a GPU and under the interpreter on a CPU alike."""
+    launched: collections.Counter[str] = collections.Counter()
+
+    def counting(original):
+        def run(self, *args, **kwargs):
+            if not kwargs.get("warmup"):
+                fn = getattr(self, "fn", self)
+                launched[getattr(fn, "__name__", type(self).__name__)] += 1
+            return original(self, *args, **kwargs)
+
+        return run
+
+    with contextlib.ExitStack() as stack:
+        for cls in _triton_launchers():
+            stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
+        yield launched
+
+
+def expect_triton_kernel(fn: Callable, args: Sequence, *, what: str) -> dict[str, int]:
+    """Mismatch unless ``fn(*args)`` launches a Triton kernel: an exercise "in Triton" is not
+    passed by plain PyTorch that computes the same values. On a GPU the profile must also
+    show a CUDA kernel of that name (the launch really reached the device).
+    Returns ``{kernel name: launches}``."""
+    with triton_launches() as launched:
+        fn(*args)
+    expect(bool(launched), f"{what}: the values are right, but no Triton kernel was launched "
+           "(the answer computes them with PyTorch operations)",
+           "the exercise asks for a @triton.jit kernel: launch it with kernel[grid](...)")
+    if env.HAS_CUDA and not env.TRITON_INTERPRET:
+        from course_utils.profiling import count_kernels
+
+        on_device = count_kernels(fn, *args, device="cuda")
+        expect(any(name in kernel for name in launched for kernel in on_device),
+               f"{what}: Triton launched {sorted(launched)}, but the GPU profile shows only "
+               f"{sorted(on_device)}", "launch your kernel on the CUDA tensors it is given")
+    return dict(launched)
 
 
 def awkward_1d(device: str, dtype: torch.dtype = torch.float32,
@@ -337,7 +411,7 @@ def needs(*requirements: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from course_utils.exercises import notebook
+    from exercises import notebook
 
     return notebook.main(argv)
 
@@ -347,5 +421,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["CannotCheck", "Exercise", "Mismatch", "Report", "Result", "all_exercises",
-           "awkward_1d", "bandwidth_verdict", "check", "compare", "exercise", "expect", "get",
-           "load_cell", "needs", "run_check"]
+           "awkward_1d", "bandwidth_verdict", "check", "compare", "exercise", "expect",
+           "expect_triton_kernel", "get", "load_cell", "needs", "run_check", "triton_launches"]

@@ -9,7 +9,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from course_utils import env
-from course_utils.exercises import Mismatch, bandwidth_verdict, compare, exercise, expect
+from exercises import (
+    Mismatch,
+    bandwidth_verdict,
+    compare,
+    exercise,
+    expect,
+    expect_triton_kernel,
+)
 
 _TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
 
@@ -84,7 +91,10 @@ def check_bias_gelu(bias_gelu, report) -> None:
                     what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
                     hint="the bias index of flat element i is i % n_cols (x must be "
                          "contiguous); compute in float32 and cast when storing")
-    report.line("matches F.gelu(x + bias) on odd shapes, empty, views and large |x|")
+    x, bias = torch.randn(7, 13, device=device), torch.randn(13, device=device)
+    launched = expect_triton_kernel(bias_gelu, (x, bias), what="bias_gelu")
+    report.line("matches F.gelu(x + bias) on odd shapes, empty, views and large |x|, with "
+                f"Triton kernel {', '.join(launched)}")
     if env.HAS_CUDA:
         from course_utils.profiling import count_kernels
 
@@ -209,7 +219,10 @@ def check_silu_mul(silu_mul, report) -> None:
                     what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
                     hint="for output i: row = i // d, col = i % d; read x at row*2d + col and "
                          "row*2d + d + col (after x = x.contiguous())")
-    report.line("matches F.silu(a) * b on odd shapes, empty and views; odd width rejected")
+    launched = expect_triton_kernel(silu_mul, (torch.randn(3, 10, device=device),),
+                                    what="silu_mul")
+    report.line("matches F.silu(a) * b on odd shapes, empty and views; odd width rejected; "
+                f"Triton kernel {', '.join(launched)}")
     if env.HAS_CUDA:
         x = torch.randn(8192, 2 * 8192, device="cuda")
         bandwidth_verdict(report, silu_mul, (x,), x.numel() * 4 * 3 // 2)
