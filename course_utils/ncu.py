@@ -67,6 +67,7 @@ SUMMARY = (
     ("grid size", "launch__grid_size", ""),
     ("theoretical occupancy", "sm__maximum_warps_per_active_cycle_pct", "%"),
     ("achieved occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active", "%"),
+    ("achieved warps per SM", "sm__warps_active.avg.per_cycle_active", ""),
     ("blocks/SM limit: registers", "launch__occupancy_limit_registers", ""),
     ("blocks/SM limit: shared mem", "launch__occupancy_limit_shared_mem", ""),
     ("cycles per issued instruction", "smsp__average_warp_latency_per_inst_issued.ratio", ""),
@@ -269,6 +270,11 @@ class Report:
             return f"{self.label}: ncu profiled no kernel (did the call launch one?)"
         return plots.stamped_table(self.table(), title=f"Nsight Compute: {self.label}")
 
+    @property
+    def main(self) -> Kernel:
+        """The call's longest kernel (a call may launch small helper kernels beside it)."""
+        return max(self.kernels, key=lambda k: k.microseconds() or 0.0)
+
     def figure(self, top: int = 8):
         """Stall reasons of the call's longest kernel as horizontal bars (cycles per issued
         instruction): the longest bar is what the warps mostly wait for."""
@@ -283,7 +289,7 @@ def compare(reports: list[Report]) -> str:
     for report in reports:
         if not report.kernels:
             continue
-        for label, value in _main(report).summary().items():
+        for label, value in report.main.summary().items():
             rows.setdefault(label, {"metric": label})[report.label] = value
     labels = [r.label for r in reports if r.kernels]
     for row in rows.values():  # every column in every row, so the table lines up
@@ -297,7 +303,7 @@ def stall_figure(reports: list[Report], top: int = 8):
     report's longest kernel, in cycles per issued instruction."""
     from course_utils import plots
 
-    mains = [(r.label, _main(r)) for r in reports if r.kernels]
+    mains = [(r.label, r.main) for r in reports if r.kernels]
     totals: dict[str, float] = {}
     for _label, kernel in mains:
         for reason, cycles in kernel.stalls.items():
@@ -319,11 +325,6 @@ def stall_figure(reports: list[Report], top: int = 8):
     fig.tight_layout()
     plots.stamp(fig)
     return fig
-
-
-def _main(report: Report) -> Kernel:
-    """The call's longest kernel (a call may launch small helper kernels beside the main one)."""
-    return max(report.kernels, key=lambda k: k.microseconds() or 0.0)
 
 
 def _short(name: str, width: int = 40) -> str:
