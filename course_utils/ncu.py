@@ -275,10 +275,10 @@ class Report:
         """The call's longest kernel (a call may launch small helper kernels beside it)."""
         return max(self.kernels, key=lambda k: k.microseconds() or 0.0)
 
-    def figure(self, top: int = 8):
+    def figure(self, top: int = 8, stamp: bool = True):
         """Stall reasons of the call's longest kernel as horizontal bars (cycles per issued
         instruction): the longest bar is what the warps mostly wait for."""
-        return stall_figure([self], top=top)
+        return stall_figure([self], top=top, stamp=stamp)
 
 
 def compare(reports: list[Report]) -> str:
@@ -298,9 +298,10 @@ def compare(reports: list[Report]) -> str:
     return plots.stamped_table(list(rows.values()), title="Nsight Compute")
 
 
-def stall_figure(reports: list[Report], top: int = 8):
+def stall_figure(reports: list[Report], top: int = 8, stamp: bool = True):
     """Grouped horizontal bars: the ``top`` stall reasons (of all reports together) of each
-    report's longest kernel, in cycles per issued instruction."""
+    report's longest kernel, in cycles per issued instruction. Stamped with the environment
+    unless ``stamp=False`` (for ``plots.save``, which stamps what it saves)."""
     from course_utils import plots
 
     mains = [(r.label, r.main) for r in reports if r.kernels]
@@ -315,7 +316,8 @@ def stall_figure(reports: list[Report], top: int = 8):
     height = 0.8 / max(len(mains), 1)
     for n, (label, kernel) in enumerate(mains):
         stalls = kernel.stalls
-        ax.barh([i + n * height for i in range(len(reasons))],
+        # the first report's bar on top within each group, as in the legend
+        ax.barh([i + (len(mains) - 1 - n) * height for i in range(len(reasons))],
                 [stalls.get(reason, 0.0) for reason in reasons], height=height, label=label)
     ax.set_yticks([i + height * (len(mains) - 1) / 2 for i in range(len(reasons))],
                   [f"{reason}: {STALL_MEANING.get(reason, reason)}" for reason in reasons],
@@ -323,7 +325,8 @@ def stall_figure(reports: list[Report], top: int = 8):
     if len(mains) > 1:
         ax.legend()
     fig.tight_layout()
-    plots.stamp(fig)
+    if stamp:
+        plots.stamp(fig)
     return fig
 
 

@@ -72,6 +72,9 @@ def test_report_table_compare_and_figure():
     assert len(bars) == 2 * 5
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels[-1].startswith("long_scoreboard")  # the largest total on top
+    stamps = [t for t in fig.texts if "torch" in t.get_text()]
+    assert len(stamps) == 1  # the environment, once
+    assert not [t for t in ncu.stall_figure(reports, stamp=False).texts if "torch" in t.get_text()]
 
 
 def test_empty_and_malformed_output():
@@ -144,6 +147,6 @@ def test_profile_one_real_call():
     report = ncu.profile("torch.mm(a, a)", setup="import torch\n"
                          "a = torch.randn(1024, 1024, device='cuda')", label="mm")
     assert len(report.kernels) >= 1  # cuBLAS may add a small helper kernel
-    main = ncu._main(report)
+    main = report.main
     assert main.microseconds() > 0 and main.stalls
     assert json.dumps(main.summary())
