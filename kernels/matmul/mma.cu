@@ -130,6 +130,7 @@ struct SliceCopier {
 #pragma unroll
         for (int n = 0; n < ROUNDS; ++n) {
             const bool valid = row_ok[n] && k_ok;
+            // a zero-filling copy still gets a readable address: the start of a real row
             cp_async_16(slice + dst_of(n), valid ? src[n] + k_byte : src[n], valid);
         }
     }
