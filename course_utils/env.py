@@ -311,6 +311,13 @@ def _need_disasm() -> str | None:
     return sass.unavailable_reason()
 
 
+def _need_ncu() -> str | None:
+    """Nsight Compute's command line (ncu), for course_utils.ncu; profiling also needs a GPU."""
+    from course_utils import ncu
+
+    return _need_cuda() or ncu.unavailable_reason()
+
+
 def _need_triton() -> str | None:
     if triton_version() is None:
         return "Triton is not installed"
@@ -373,6 +380,7 @@ REQUIREMENTS: dict[str, object] = {
     "nvrtc": _need_nvrtc,
     "libcu++": _need_libcudacxx,
     "disasm": _need_disasm,
+    "ncu": _need_ncu,
     "triton": _need_triton,
     "triton-gpu": _need_triton_gpu,
     "compile": _need_compile,

@@ -15,7 +15,8 @@
 // The pieces, from global memory to the tensor cores:
 //   1. thread-block tile BM x BN of C; the K loop walks it in slices of BK_BYTES bytes
 //   2. a STAGES-deep ring of shared-memory slices, filled by cp.async (global -> shared without
-//      registers) while the tensor cores work on an older slice
+//      registers) while the tensor cores work on an older slice; each thread's source addresses
+//      are worked out once, before the K loop
 //   3. shared memory swizzled: the 16-byte chunk `c` of row `r` is stored at chunk
 //      c ^ ((r / (8 / CHUNKS)) % CHUNKS), so the 8 rows one ldmatrix phase reads hit 8
 //      different 16-byte bank groups (without it, rows 64 or 128 bytes apart share banks)
@@ -86,22 +87,54 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 
-// One K slice of a [rows, K] K-major operand into a swizzled slice: rows x CHUNKS chunks, spread
-// over the block's threads so that consecutive threads read consecutive 16-byte chunks.
+// One operand's share of a K slice, [ROWS rows x BK_BYTES] of a K-major matrix, copied into a
+// swizzled slice: ROWS x CHUNKS chunks spread over the block's threads so that consecutive
+// threads read consecutive 16-byte chunks. Everything that does not change along K (which rows
+// and chunk this thread copies, where they land, whether the row exists) is worked out once,
+// before the K loop: per slice a copy is then one add and one cp.async, which keeps the
+// instruction stream between the tensor-core instructions short.
 template <int ROWS>
-__device__ __forceinline__ void load_slice(u32 slice, const char* base, int rows_left,
-                                           i64 row_bytes, i64 k_byte, i64 k_bytes) {
+struct SliceCopier {
     static_assert(ROWS * CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
+    static constexpr int ROUNDS = ROWS * CHUNKS / THREADS;
+    // THREADS is a multiple of CHUNKS, so a thread copies the same chunk column in every round,
+    // ROW_STEP rows apart
+    static constexpr int ROW_STEP = THREADS / CHUNKS;
+    const char* src[ROUNDS];  // this thread's chunk in each of its rows (row 0 if past the edge)
+    bool row_ok[ROUNDS];
+    u32 dst;                  // swizzled offset of the first round's chunk in a slice
+    int chunk_byte;
+
+    __device__ __forceinline__ SliceCopier(const char* base, int rows_left, i64 row_bytes) {
+        const int row = threadIdx.x / CHUNKS, chunk = threadIdx.x % CHUNKS;
+        chunk_byte = chunk * 16;
+        dst = swizzled(row, chunk);
 #pragma unroll
-    for (int n = 0; n < ROWS * CHUNKS / THREADS; ++n) {
-        const int i = threadIdx.x + n * THREADS;
-        const int row = i / CHUNKS, chunk = i % CHUNKS;
-        const i64 k = k_byte + chunk * 16;
-        const bool valid = row < rows_left && k < k_bytes;
-        const char* src = valid ? base + row * row_bytes + k : base;  // any valid address
-        cp_async_16(slice + swizzled(row, chunk), src, valid);
+        for (int n = 0; n < ROUNDS; ++n) {
+            const int r = row + n * ROW_STEP;
+            row_ok[n] = r < rows_left;
+            src[n] = base + (row_ok[n] ? r * row_bytes : 0) + chunk_byte;
+        }
     }
-}
+
+    // Where round n's chunk lands. The swizzle repeats every 8 rows, so with 2 warps or more
+    // (ROW_STEP a multiple of 8) it is the first round's offset moved down by whole rows.
+    __device__ __forceinline__ u32 dst_of(int n) const {
+        if constexpr (ROW_STEP % 8 == 0) return dst + n * ROW_STEP * BK_BYTES;
+        else return swizzled(threadIdx.x / CHUNKS + n * ROW_STEP, threadIdx.x % CHUNKS);
+    }
+
+    // Copy the slice that starts at byte k_byte of every row into the slice at `slice`.
+    __device__ __forceinline__ void copy(u32 slice, i64 k_byte, i64 k_bytes) const {
+        const bool k_ok = k_byte + chunk_byte < k_bytes;  // the K edge: past it, zeros
+#pragma unroll
+        for (int n = 0; n < ROUNDS; ++n) {
+            const bool valid = row_ok[n] && k_ok;
+            // a zero-filling copy still gets a readable address: the start of a real row
+            cp_async_16(slice + dst_of(n), valid ? src[n] + k_byte : src[n], valid);
+        }
+    }
+};
 
 // ---- 3. shared -> registers: ldmatrix --------------------------------------------------------
 // ldmatrix.x4 loads four 8 x 16-byte matrices; lane l gives the row address of matrix l / 8.
@@ -229,10 +262,12 @@ mma_matmul(const a_t* __restrict__ A, const b_t* __restrict__ B, out_t* __restri
     const int a_rows = M - block_m * BM, b_rows = N - block_n * BN;
     const int slices = static_cast<int>((k_bytes + BK_BYTES - 1) / BK_BYTES);
 
+    const SliceCopier<BM> a_copier(a_base, a_rows, k_bytes);
+    const SliceCopier<BN> b_copier(b_base, b_rows, k_bytes);
     auto load_stage = [&](int slice) {
         const int slot = slice % STAGES;
-        load_slice<BM>(a_smem + slot * A_SLICE, a_base, a_rows, k_bytes, slice * BK_BYTES, k_bytes);
-        load_slice<BN>(b_smem + slot * B_SLICE, b_base, b_rows, k_bytes, slice * BK_BYTES, k_bytes);
+        a_copier.copy(a_smem + slot * A_SLICE, static_cast<i64>(slice) * BK_BYTES, k_bytes);
+        b_copier.copy(b_smem + slot * B_SLICE, static_cast<i64>(slice) * BK_BYTES, k_bytes);
     };
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
