@@ -173,8 +173,9 @@ class Config:
                 f"s{self.stages}")
 
 
-# Used until the autotuner has measured this GPU (kernels/matmul/autotune.py): 8 warps of 64x64
-DEFAULT_CONFIG = Config(bm=128, bn=256, wm=64, wn=64, bk_bytes=64, stages=4)
+# Used until the autotuner has measured this GPU (kernels/matmul/autotune.py): 8 warps of 64x64;
+# 3 stages beat 4 at 8192^3 in both same-run comparisons on the H100 (docs/results/mma-tuning-notes.md)
+DEFAULT_CONFIG = Config(bm=128, bn=256, wm=64, wn=64, bk_bytes=64, stages=3)
 
 
 def swizzle(row: int, chunk: int, chunks_per_row: int) -> int:
