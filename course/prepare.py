@@ -46,6 +46,18 @@ def _nvrtc(sources: list | None = None) -> str:
     return f"{built} compiles cached for {arch or nvrtc.DEFAULT_ARCH}"
 
 
+def _tensor_core_kernels() -> str:
+    """Lessons 05 and 07 compile one program per variant and configuration: every mma.sync
+    variant at its default tiles, every Hopper step, ceiling and timeline build (sm_90a)."""
+    from kernels.matmul import mma
+    from kernels.matmul.hopper import wgmma
+
+    arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
+    done = mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in mma.VARIANTS], arch)
+    hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
+    return f"{len(done)} mma.sync and {len(hopper)} Hopper programs cached"
+
+
 def _warm_kernels() -> str:
     import kernels
 
@@ -70,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[tuple[str, Callable[[], object], list[str]]] = [
         (label, fn, ["nvcc", "cxx"]) for label, fn in _extensions()]
     steps.append(("NVRTC kernels", _nvrtc, ["nvrtc", "libcu++"]))
+    steps.append(("tensor-core matmuls (05, 07)", _tensor_core_kernels, ["nvrtc", "libcu++"]))
     steps.append(("every registered kernel, once", _warm_kernels, ["cuda"]))
     failed = 0
     start = time.perf_counter()

@@ -174,7 +174,8 @@ class Config:
 
 
 # Used until the autotuner has measured this GPU (kernels/matmul/autotune.py): 8 warps of 64x64;
-# 3 stages beat 4 at 8192^3 in both same-run comparisons on the H100 (docs/results/mma-tuning-notes.md)
+# 3 stages beat 4 at 8192^3 in both same-run comparisons on the H100
+# (docs/results/mma-tuning-notes.md)
 DEFAULT_CONFIG = Config(bm=128, bn=256, wm=64, wn=64, bk_bytes=64, stages=3)
 
 

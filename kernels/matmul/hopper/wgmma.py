@@ -173,6 +173,24 @@ def compile_step(s: int | Step, v: str | Variant, *, timeline: bool = False,
                          **kwargs)
 
 
+def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
+    """Every step in every variant, the ceilings and the TIMELINE builds the lesson uses, in
+    parallel threads (NVRTC is thread-safe and ctypes lets go of the GIL while it compiles):
+    what ``make prepare`` caches before a lecture."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernels.matmul.hopper import ceiling
+
+    jobs = [lambda s=s, v=v: compile_step(s, v, arch=arch, verbose=False)
+            for s in STEPS.values() for v in VARIANTS]
+    jobs += [lambda s=s: compile_step(s, "bf16", arch=arch, timeline=True, verbose=False)
+             for s in STEPS.values()]
+    jobs += [lambda v=v: ceiling.compile_ceiling(v, arch=arch, verbose=False) for v in VARIANTS]
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
 # -- what a GPU and a problem allow -----------------------------------------------------------
 
 
