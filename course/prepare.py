@@ -38,9 +38,14 @@ def _nvrtc(sources: list | None = None) -> str:
     arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
     built = 0
     for path in sources or nvrtc.kernel_sources():
+        target = arch
+        if (only := nvrtc.required_arch(path)) is not None:  # e.g. sm_90a for wgmma
+            if only.rstrip("af") != (arch or nvrtc.DEFAULT_ARCH):
+                continue  # code for another GPU: nothing to cache for this one
+            target = only
         for name, defines in nvrtc.examples(path):
             for output in ("cubin", "ptx"):
-                nvrtc.compile(path, name, defines=defines, arch=arch, output=output,
+                nvrtc.compile(path, name, defines=defines, arch=target, output=output,
                               verbose=False)
                 built += 1
     return f"{built} compiles cached for {arch or nvrtc.DEFAULT_ARCH}"

@@ -73,6 +73,7 @@ from course_utils.nvrtc.launch import (
     parameters,
 )
 from course_utils.nvrtc.source import (
+    ARCH_LINE,
     DTYPE_CTYPES,
     EXAMPLE,
     MARKER,
@@ -83,10 +84,12 @@ from course_utils.nvrtc.source import (
     ide_defines,
     kernel_sources,
     read_source,
+    required_arch,
 )
 
 __all__ = [
-    "CACHE_FORMAT", "DEFAULT_ARCH", "DEFAULT_OPTIONS", "DTYPE_CTYPES", "EXAMPLE", "MARKER",
+    "ARCH_LINE", "CACHE_FORMAT", "DEFAULT_ARCH", "DEFAULT_OPTIONS", "DTYPE_CTYPES", "EXAMPLE",
+    "MARKER", "required_arch",
     "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param", "Source",
     "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler",
     "device_capability", "device_properties", "examples", "generate_header", "ide_defines",

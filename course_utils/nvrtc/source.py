@@ -166,6 +166,19 @@ EXAMPLE = "// nvrtc example:"
 """In the IDE header, ``// nvrtc example: axpy<float>`` names a template instantiation to test."""
 
 
+ARCH_LINE = "// nvrtc arch:"
+"""In the IDE header, ``// nvrtc arch: sm_90a`` names the one architecture a file compiles for
+(it uses arch-specific instructions, such as Hopper's ``wgmma``)."""
+
+
+def required_arch(path: str | os.PathLike) -> str | None:
+    """The architecture a kernel file's ``// nvrtc arch:`` line names, or None (any)."""
+    src = read_source(Path(path))
+    found = [ln.split(ARCH_LINE, 1)[1].strip() for ln in src.header.splitlines()
+             if ARCH_LINE in ln]
+    return found[0] if found else None
+
+
 def ide_defines(src: Source) -> dict[str, object]:
     """The example values of the IDE header as ``defines``: ``using X = T;`` -> ``"T"``,
     ``constexpr int N = 4;`` -> ``4`` (bool, int and float literals)."""

@@ -26,6 +26,7 @@
 // name says its configuration, e.g. wgmma_specialized<128, 256, 4, 2, 8>. Everything above the
 // marker is for the editor; wgmma.py generates the real header (types and flags) from Python.
 //
+// nvrtc arch: sm_90a
 // nvrtc example: wgmma_basic<128, 128>
 #include <cuda/std/cstdint>
 #include <cuda/std/type_traits>
