@@ -1,5 +1,5 @@
-// C = A @ B on Hopper (sm_90a): TMA, wgmma and warp specialisation, in three kernels that are
-// the steps of lesson 07. Read them in order; each adds one idea to the one before.
+// C = A @ B on Hopper (sm_90a): TMA, wgmma and warp specialisation, in three kernels that make
+// the four steps of lesson 07. Read them in order; each adds one idea to the one before.
 //
 //   wgmma_basic        step 1: TMA copies a K tile of A and B into shared memory, one warpgroup
 //                      (128 threads) multiplies it with wgmma; load, wait, compute, repeat
@@ -12,7 +12,8 @@
 //                      output tiles (tile += gridDim.x) in a grouped order. Step 3 launches one
 //                      block per 128 x 128 tile; step 4 launches one block per SM on 128 x 256
 //                      tiles, so a block's producer already loads the next tile while its
-//                      consumers store this one.
+//                      consumers store this one, and its consumers hand C to TMA (TMA_STORE)
+//                      instead of storing it themselves.
 //   wgmma_ceiling      the instruction's own ceiling: wgmma on operands already in shared memory
 //
 // Operands are K-major, as in lesson 05: A is [M, K] row-major, B is [K, N] column-major (B^T is
