@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import kernels
-from course_utils import nvrtc, sass
-from kernels.matmul.hopper import ceiling, timeline, tma, wgmma
+from course_utils import env, nvrtc, sass
+from kernels.matmul.hopper import bench, ceiling, timeline, tma, wgmma
 
 needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                  reason=f"NVRTC: {nvrtc.unavailable_reason()}")
@@ -184,3 +184,18 @@ def test_ceiling_and_timeline_measure_on_a_gpu():
         events = timeline.capture(number, 512, 512, 512)
         kinds = {e.kind for e in events}
         assert {"load", "compute"} <= kinds, (number, kinds)
+
+
+def test_committed_h100_records_and_timelines_are_what_the_notebook_draws():
+    # notebook 07 shows these on a CPU: they must parse, and hold every step of the staircase
+    environment, records = bench.recorded()
+    assert "H100" in environment
+    for size in bench.SIZES:
+        fig = bench.plot_staircase(records, size, environment=environment)
+        assert len(fig.axes[0].patches) == len(wgmma.STEPS) + 2  # lesson 05, the steps, Triton
+    assert len(bench.verdicts(records)) == 9
+    _, timelines = timeline.load(env.RESULTS_DIR / f"{bench.RECORDED}-timeline.json")
+    assert [label.split(":")[0] for label in timelines] == [s.name for s in wgmma.STEPS.values()]
+    step4 = timelines[next(label for label in timelines if label.startswith("step4"))]
+    assert {e.role for e in step4} == set(timeline.ROLE_NAMES)
+    assert 0 < timeline.bubble_fraction(step4) < 1
