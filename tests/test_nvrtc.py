@@ -366,3 +366,23 @@ def test_launching_without_a_gpu_says_so(cache):
 def test_nvrtc_requirement_is_met_here():
     assert env.unmet("nvrtc") == []
     assert nvrtc.version() >= (11, 0)
+
+
+def test_a_header_beside_the_kernel_is_included_and_its_edits_recompile(tmp_path, cache):
+    """``#include "x.cuh"`` finds the file next to the kernel (after the generated header, so it
+    sees its definitions), and editing that header changes the cache key: no stale binary."""
+    (tmp_path / "twice.cuh").write_text("__device__ scalar_t twice(scalar_t x) { return 2 * x; }\n")
+    kernel = tmp_path / "use.cu"
+    kernel.write_text("using scalar_t = float;\n// ==== kernel\n#include \"twice.cuh\"\n"
+                      "extern \"C\" __global__ void use(scalar_t* x) { x[0] = twice(x[0]); }\n")
+    assert nvrtc.local_includes(nvrtc.read_source(kernel)) == [tmp_path / "twice.cuh"]
+    first = nvrtc.compile(kernel, "use", defines={"scalar_t": "float"}, arch="sm_90",
+                          output="ptx", verbose=False)
+    assert "mul.f32" in first.ptx or "add.f32" in first.ptx
+    # another size too: two writes may share an mtime on a coarse file system
+    (tmp_path / "twice.cuh").write_text("__device__ scalar_t twice(scalar_t x) "
+                                        "{ return x + 7.0f; }\n")
+    second = nvrtc.compile(kernel, "use", defines={"scalar_t": "float"}, arch="sm_90",
+                           output="ptx", verbose=False)
+    assert second.key != first.key and second.cache.startswith("built")
+    assert "0f40E00000" in second.ptx  # 7.0f: the edited header was compiled

@@ -83,13 +83,14 @@ from course_utils.nvrtc.source import (
     generate_header,
     ide_defines,
     kernel_sources,
+    local_includes,
     read_source,
     required_arch,
 )
 
 __all__ = [
     "ARCH_LINE", "CACHE_FORMAT", "DEFAULT_ARCH", "DEFAULT_OPTIONS", "DTYPE_CTYPES", "EXAMPLE",
-    "MARKER", "required_arch",
+    "MARKER", "local_includes", "required_arch",
     "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param", "Source",
     "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler",
     "device_capability", "device_properties", "examples", "generate_header", "ide_defines",

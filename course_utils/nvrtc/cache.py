@@ -77,7 +77,10 @@ def fast_key(source, name, defines, arch, output, options, default_options, auto
             if not path.is_absolute() and not path.exists():
                 path = env.ROOT / path
             stat = path.stat()
-            src_id = (str(path), stat.st_mtime_ns, stat.st_size)
+            # headers beside the file may be included from it (source.local_includes)
+            headers = tuple((h.name, h.stat().st_mtime_ns, h.stat().st_size)
+                            for h in sorted(path.parent.glob("*.cuh")))
+            src_id = (str(path), stat.st_mtime_ns, stat.st_size, headers)
         return (src_id, name, tuple((defines or {}).items()), str(arch), output, tuple(options),
                 default_options, auto_includes, nvrtc_version, str(_cache_override))
     except (OSError, TypeError):

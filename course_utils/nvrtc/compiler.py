@@ -22,7 +22,14 @@ import torch
 
 from course_utils import cuda_libs, env
 from course_utils.nvrtc import cache as cache_store
-from course_utils.nvrtc.source import DTYPE_CTYPES, Source, assemble, global_functions, read_source
+from course_utils.nvrtc.source import (
+    DTYPE_CTYPES,
+    Source,
+    assemble,
+    global_functions,
+    local_includes,
+    read_source,
+)
 
 DEFAULT_ARCH = "sm_90"
 DEFAULT_OPTIONS = ("-std=c++17",)
@@ -225,12 +232,17 @@ def compile(source: str | os.PathLike, name: str | None, *,
     if name:
         _check_name(src, program, name)
     includes = [f"-I{d}" for d in include_dirs()] if auto_includes else []
+    local = local_includes(src)  # e.g. kernels/matmul/hopper/hopper.cuh beside wgmma.cu
+    if local:
+        includes.insert(0, f"-I{src.path.parent}")
     all_options = [f"--gpu-architecture={target}", *(DEFAULT_OPTIONS if default_options else ()),
                    *includes, *options]
     parts = {"source": cache_store.digest(src.body, src.display_name),
              "header": cache_store.digest(program[: len(program) - len(src.body)]),
              "options": cache_store.digest(all_options[1:]), "arch": f"{arch} {output}",
              "nvrtc": version_string(), "name": name, "format": CACHE_FORMAT}
+    if local:  # (only then: the keys of files without local headers stay as they were)
+        parts["local headers"] = cache_store.digest([(p.name, p.read_text()) for p in local])
     key = cache_store.digest(sorted(parts.items()))
     meta = dict(name=name, arch=arch, output=output, source=src, program=program,
                 defines=tuple(defines.items()), options=tuple(all_options))

@@ -166,6 +166,27 @@ EXAMPLE = "// nvrtc example:"
 """In the IDE header, ``// nvrtc example: axpy<float>`` names a template instantiation to test."""
 
 
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def local_includes(src: Source) -> list[Path]:
+    """The headers a kernel file includes with quotes from its own folder (``#include
+    "hopper.cuh"``), and the ones they include in turn. The compiler puts that folder on NVRTC's
+    include path and counts these files' text in the cache key, so editing one recompiles.
+    Include them below the marker: the generated header's definitions come first."""
+    if src.path is None:
+        return []
+    found: list[Path] = []
+    texts = [src.header + src.body]
+    while texts:
+        for name in _LOCAL_INCLUDE.findall(strip_comments(texts.pop())):
+            path = src.path.parent / name
+            if path.is_file() and path not in found:
+                found.append(path)
+                texts.append(path.read_text())
+    return found
+
+
 ARCH_LINE = "// nvrtc arch:"
 """In the IDE header, ``// nvrtc arch: sm_90a`` names the one architecture a file compiles for
 (it uses arch-specific instructions, such as Hopper's ``wgmma``)."""

@@ -1,6 +1,8 @@
 """Lesson 07: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation.
 
 * ``wgmma.cu``: the kernels, one per step, and the ``wgmma`` instruction ceiling;
+* ``hopper.cuh``: the primitives they are built from (mbarriers, TMA, ``wgmma`` and its
+  descriptor, ``setmaxnreg``, the epilogues, the timeline), included by ``wgmma.cu``;
 * :mod:`~kernels.matmul.hopper.wgmma`: variants, steps, compiling, launching, registration;
 * :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
 * :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;

@@ -27,9 +27,10 @@ import torch
 from course_utils import nvrtc
 from kernels.matmul.hopper import tma
 
-SOURCE = Path(__file__).with_name("wgmma.cu")
+SOURCE = Path(__file__).with_name("wgmma.cu")  # the kernels, one per step
+PRIMITIVES = Path(__file__).with_name("hopper.cuh")  # what they are built from, included
 ARCH = "sm_90a"  # the "a": wgmma and setmaxnreg exist on this one architecture only
-K_TILE = 128  # bytes of K per tile (wgmma.cu's K_TILE)
+K_TILE = 128  # bytes of K per tile (K_TILE in hopper.cuh)
 WARPGROUP = 128
 
 F8_E4M3 = getattr(torch, "float8_e4m3fn", None)
