@@ -32,7 +32,8 @@ best. bf16 and fp16 accumulate in fp32 and return their own dtype; fp8 e4m3 accu
 fp32 and returns bf16, as ``torch._scaled_mm(a, b, 1, 1, out_dtype=torch.bfloat16)`` does.
 
 :func:`matmul` is the implementation; :func:`register` makes it the registry's provider
-``("matmul", "triton-tma", <variant>)``; :func:`bench_case` times it beside its cuBLAS peer.
+``("matmul", "triton-tma", <variant>)``; lesson 07's benchmark (``bench.py``) measures it
+beside the wgmma steps and cuBLAS.
 The registered kernels need a Hopper GPU (other GPUs have no ``wgmma``, older ones no TMA). On a
 CPU, Triton's interpreter (``TRITON_INTERPRET=1``) runs the same kernel through :func:`matmul`
 on fp16 and fp8 CPU tensors, slowly and with none of the hardware (a descriptor load becomes an
@@ -42,7 +43,6 @@ array slice), which is enough to check the tile order and the edges; bf16 it com
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from course_utils import env, timing
+from course_utils import env
 
 PROVIDER = "triton-tma"
 SOURCE = "kernels/matmul/hopper/triton_tma.py"
@@ -125,15 +125,6 @@ VARIANTS: dict[str, Variant] = {
     "fp8_e4m3": Variant("fp8_e4m3", torch.float8_e4m3fn, torch.bfloat16,
                         Config(128, 256, 128, epilogue_subtile=True), 32),
 }
-# the optional autotune list: a few points around the fixed ones, for tune()
-CANDIDATES: tuple[Config, ...] = (
-    Config(128, 256, 64, num_stages=3),
-    Config(128, 256, 64, num_stages=3, epilogue_subtile=True),
-    Config(128, 256, 64, num_stages=4, epilogue_subtile=True),
-    Config(128, 128, 64, num_stages=4, num_warps=4),
-    Config(128, 128, 128, num_stages=3),
-    Config(128, 256, 128, num_stages=3, epilogue_subtile=True),
-)
 SHARED_LIMIT = 227 * 1024  # bytes of shared memory a block may use on sm_90
 
 
@@ -437,52 +428,3 @@ def operands(name: str | Variant, m: int, n: int, k: int, device: str = "cuda"
     a = (torch.randn(m, k, device=device) / scale).to(v.dtype)
     b = (torch.randn(n, k, device=device) / scale).to(v.dtype).t()
     return a, b
-
-
-def peer(name: str | Variant, a: torch.Tensor, b: torch.Tensor) -> tuple[str, Callable]:
-    """(what, callable) of cuBLAS for the same problem: ``torch.mm``, or for fp8
-    ``torch._scaled_mm`` with unit scales and a bf16 result."""
-    v = variant(name)
-    if v.name == "fp8_e4m3":
-        one = torch.ones((), device=a.device)
-        return ("torch._scaled_mm (cuBLAS)",
-                lambda: torch._scaled_mm(a, b, one, one, out_dtype=v.out))
-    return "torch.mm (cuBLAS)", lambda: torch.mm(a, b)
-
-
-def bench_case(m: int, n: int, k: int, name: str | Variant = "bf16", *,
-               config: Config | None = None, device: str = "cuda") -> dict:
-    """Time the kernel and its cuBLAS peer on one fresh problem, same process, same timer
-    (``course_utils.timing.benchmark``: median of CUDA-event-timed calls). Returns a dict with
-    ``variant``, ``shape``, ``config``, ``ms``, ``tflops``, ``peer_what``, ``peer_ms``,
-    ``peer_tflops``, ``of_peer``; the call timed is :func:`launch` on a preallocated output
-    (no checks, no allocation), as a benchmark of bare launches times it."""
-    v = variant(name)
-    config = config or v.config
-    a, b = operands(v, m, n, k, device)
-    if r := reason(a, b):
-        raise ValueError(f"triton-tma: bench_case({m}, {n}, {k}, {v.name!r}): {r}")
-    out = torch.empty((m, n), dtype=v.out, device=a.device)
-    flop = timing.matmul_flop(m, n, k)
-    mine = timing.benchmark(launch, a, b, out, config, name=f"triton-tma {v.name}")
-    what, call = peer(v, a, b)
-    theirs = timing.benchmark(call, name=what, device=device)
-    return {"variant": v.name, "shape": (m, n, k), "config": config.short,
-            "ms": mine.median, "tflops": timing.tflops(flop, mine.median),
-            "peer_what": what, "peer_ms": theirs.median,
-            "peer_tflops": timing.tflops(flop, theirs.median),
-            "of_peer": theirs.median / mine.median}
-
-
-def tune(m: int, n: int, k: int, name: str | Variant = "bf16",
-         candidates: tuple[Config, ...] = CANDIDATES, device: str = "cuda") -> list[dict]:
-    """The optional small autotune: :func:`bench_case` for each candidate whose tiles fit in
-    shared memory, fastest first (each candidate compiles once, about a second or two)."""
-    v = variant(name)
-    size, out_size = v.dtype.itemsize, v.out.itemsize
-    rows = []
-    for config in candidates:
-        if config.shared_bytes(size, out_size) > SHARED_LIMIT:
-            continue
-        rows.append(bench_case(m, n, k, v, config=config, device=device))
-    return sorted(rows, key=lambda row: row["ms"])
