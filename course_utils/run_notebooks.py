@@ -56,6 +56,11 @@ class _CellClock:
     def started(self, cell, cell_index, **_) -> None:
         self._started[cell_index] = time.perf_counter()
 
+    def running(self) -> str:
+        """The code cell sent to the kernel and not yet answered, as "cell N", or ""."""
+        waiting = [self._number[i] for i in self._started if i in self._number]
+        return f"cell {max(waiting)}" if waiting else ""
+
     def finished(self, cell, cell_index, **_) -> None:
         if cell_index in self._started and cell_index in self._number:
             source = cell.source.strip().splitlines()
@@ -154,8 +159,15 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
         status, error = "timeout", _first_line(err)
     except (CellExecutionError, DeadKernelError) as err:
         status, error = "failed", _error_summary(err)
-    except Exception as err:  # kernel failed to start, and the like: report, keep going
-        status, error = "failed", f"{type(err).__name__}: {_first_line(err)}"
+    except Exception as err:  # the kernel failed to start or died, nbclient broke: keep going
+        # (on an H100, notebook 05 once ended in a bare AssertionError from nbclient's kernel
+        # polling; where it happened and the kernel's last words are what one needs to know)
+        where = clock.running() or "no cell running"
+        last_words = (stderr_log.read_text(errors="replace").strip().splitlines()
+                      if stderr_log.exists() else [])
+        status, error = "failed", (f"{type(err).__name__}: {_first_line(err)} ({where}"
+                                   + (f"; the kernel's stderr ends: {last_words[-1][:160]}"
+                                      if last_words else "") + ")")
     seconds = time.perf_counter() - start
     executed = out_dir / Path(path).name
     nbformat.write(nb, str(executed))

@@ -11,6 +11,7 @@ and :func:`summary` reads the counts from the sanitizer's last lines.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -20,6 +21,10 @@ from dataclasses import dataclass
 from course_utils import env
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# Set in the workload's environment: a kernel under the sanitizer runs one to three orders of
+# magnitude slower (racecheck checks every shared-memory access), so a kernel that guards its
+# waits with a time limit (lesson 07's mbarrier waits trap after ~2 s) widens the limit.
+VARIABLE = "COURSE_UNDER_SANITIZER"
 # "ERROR SUMMARY: 2 errors" (memcheck, initcheck, synccheck) and
 # "RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)" (racecheck)
 _SUMMARY = re.compile(r"^=+ (?:ERROR|RACECHECK) SUMMARY: .*$", re.MULTILINE)
@@ -75,11 +80,17 @@ def run_module(tool: str, module: str, *args: str, timeout: float = 1800) -> Run
     shown = " ".join(c if "/" not in c else c.rsplit("/", 1)[-1] for c in command)
     try:
         done = subprocess.run(command, capture_output=True, text=True, cwd=env.ROOT,
-                              env=env.child_environment(), timeout=timeout)
+                              env=env.child_environment(**{VARIABLE: tool}),
+                              timeout=timeout)
     except subprocess.TimeoutExpired as err:
         out = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else err.stdout or ""
         return Run(shown, out + f"\n(timed out after {timeout:.0f} s)", 124)
     return Run(shown, done.stdout + done.stderr, done.returncode)
+
+
+def active() -> bool:
+    """True in a workload that :func:`run_module` started under the sanitizer."""
+    return bool(os.environ.get(VARIABLE))
 
 
 def run(tool: str, module: str) -> tuple[str, str, int]:

@@ -59,10 +59,20 @@ def small_cases(kernel: Kernel, device: str) -> list[tuple[Case, torch.dtype, tu
     chosen = []
     for case in spec.cases:
         for dtype in dtypes:
-            args = case.make(dtype, device)
+            args = _operand_types(kernel, case.make(dtype, device))
             if all(a.numel() <= MAX_ELEMENTS for a in args if isinstance(a, torch.Tensor)):
                 chosen.append((case, dtype, args))
     return chosen
+
+
+def _operand_types(kernel: Kernel, args: tuple) -> tuple:
+    """A case makes both matmul operands in one dtype; a kernel whose A and B differ (fp8 e4m3 x
+    e5m2) gets each converted to its own (``meta["a"]``, ``meta["b"]``), layout kept."""
+    a, b = kernel.meta.get("a"), kernel.meta.get("b")
+    if not (isinstance(a, torch.dtype) and isinstance(b, torch.dtype) and a != b
+            and len(args) >= 2 and all(isinstance(x, torch.Tensor) for x in args[:2])):
+        return args
+    return (args[0].to(a), args[1].to(b), *args[2:])
 
 
 # -- the workload: runs in the sanitizer's child process -------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import env, nvrtc, sass
+from course_utils import env, nvrtc, sanitizer, sass
 from kernels.matmul.hopper import bench, ceiling, timeline, tma, wgmma
 
 needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
@@ -37,6 +37,18 @@ def test_census_every_step_and_variant(number, name):
 def test_ceiling_compiles_for_every_variant():
     for name in wgmma.VARIANTS:
         assert ceiling.compile_ceiling(name, verbose=False).binary
+
+
+def test_barrier_waits_trap_after_2_s_and_50_times_later_under_the_sanitizer(monkeypatch):
+    # racecheck slows the spinning waits so much that step 4 trapped on a 1x1x16 problem (H100)
+    monkeypatch.delenv(sanitizer.VARIABLE, raising=False)
+    plain = wgmma.defines("bf16")
+    monkeypatch.setenv(sanitizer.VARIABLE, "racecheck")
+    sanitized = wgmma.defines("bf16")
+    assert plain["WAIT_LIMIT_MCYCLES"] == 4000
+    assert sanitized["WAIT_LIMIT_MCYCLES"] == 50 * 4000
+    # the limit is in the generated header, so the two builds never share a cache entry
+    assert nvrtc.generate_header(plain) != nvrtc.generate_header(sanitized)
 
 
 def test_steps_fit_hopper_shared_memory_and_name_their_configuration():

@@ -85,3 +85,22 @@ def test_the_slowest_cells_are_timed_and_printed(tmp_path, lax, capsys):
     assert cells[0].startswith("cell 1 ") and cells[0].endswith("time.sleep(0.6)  # the slow one")
     assert cells[1].startswith("cell 3 ")
     assert 0.6 <= float(cells[0].split()[2]) < 5
+
+
+def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said(tmp_path,
+                                                                               monkeypatch):
+    # what nbclient raised on an H100 for notebook 05: a bare AssertionError, no cell error
+    from nbclient import NotebookClient
+
+    def broken(self, stderr=None, **_):
+        self.on_cell_execute(cell=self.nb.cells[1], cell_index=1)
+        stderr.write("Segmentation fault in libsomething\n")
+        stderr.flush()
+        raise AssertionError()
+
+    monkeypatch.setattr(NotebookClient, "execute", broken)
+    path = _notebook(tmp_path / "05_dies.ipynb", "a = 1", "b = 2", "c = 3")
+    outcome = run_notebooks.execute(path, timeout=60, out_dir=tmp_path / "out")
+    assert outcome.status == "failed"
+    assert outcome.error.startswith("AssertionError: AssertionError (cell 1;")
+    assert "stderr ends: Segmentation fault in libsomething" in outcome.error

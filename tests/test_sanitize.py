@@ -8,6 +8,7 @@ import torch
 import kernels
 from course_utils import env, sanitizer
 from kernels import sanitize
+from kernels.registry import OPS
 
 
 def test_every_nvcc_or_nvrtc_kernel_is_taken_and_no_other():
@@ -40,6 +41,21 @@ def test_cases_are_small_and_cover_the_kernels_own_dtypes():
     gelu = {case.label for case, _, _ in sanitize.small_cases(
         kernels.get_kernel("gelu", "cuda", "naive"), "cpu")}
     assert "1M" not in gelu and {"odd 1027", "empty", "non-contiguous"} <= gelu
+
+
+def test_a_kernel_with_two_operand_types_gets_each_its_own():
+    # (the op's cases make A and B in one dtype; fp8 e4m3 x e5m2 was "no case fits it" on a GPU)
+    name = "fp8_e4m3_e5m2"
+    if ("matmul", "mma", name) not in {(k.op, k.provider, k.variant) for k in
+                                       kernels.all_kernels()}:
+        pytest.skip("this torch has no float8 dtypes")
+    mixed = kernels.get_kernel("matmul", "mma", name)
+    for _, _, (a, b, *_) in sanitize.small_cases(mixed, "cpu"):
+        assert (a.dtype, b.dtype) == (torch.float8_e4m3fn, torch.float8_e5m2)
+    for case in OPS["matmul"].cases:  # the conversion keeps each operand's layout
+        made = case.make(torch.bfloat16, "cpu")
+        converted = sanitize._operand_types(mixed, made)
+        assert [t.stride() for t in converted[:2]] == [t.stride() for t in made[:2]], case.label
 
 
 MEMCHECK = """\

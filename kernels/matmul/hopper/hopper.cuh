@@ -4,7 +4,7 @@
 // the grouped tile order. Each is a few lines of inline PTX with the reason it is there.
 //
 // It is not compiled on its own: it uses what the generated header of wgmma.cu defines (a_t,
-// b_t, out_t, TIMELINE, TIMELINE_BLOCKS, TIMELINE_EVENTS, BOUNDED_WAITS). course_utils.nvrtc
+// b_t, out_t, TIMELINE, TIMELINE_BLOCKS, TIMELINE_EVENTS, WAIT_LIMIT_MCYCLES). course_utils.nvrtc
 // finds it next to wgmma.cu and counts its text in the cache key, so editing it recompiles.
 #pragma once
 #include <cuda/std/cstdint>
@@ -58,12 +58,12 @@ __device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
 }
 __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
     if (mbar_try_wait(bar, parity)) return;
-    if constexpr (BOUNDED_WAITS) {
-        // a lost arrival would hang the GPU (and the notebook): give up after ~2 s and trap
+    if constexpr (WAIT_LIMIT_MCYCLES > 0) {
+        // a lost arrival would hang the GPU (and the notebook): give up after the limit and trap
         const long long start = clock64();
         while (!mbar_try_wait(bar, parity)) {
             // (no printf: a function call here would make ptxas serialise every wgmma, C7510)
-            if (clock64() - start > 4000000000LL) __trap();
+            if (clock64() - start > WAIT_LIMIT_MCYCLES * 1000000LL) __trap();
         }
     } else {
         while (!mbar_try_wait(bar, parity)) {

@@ -40,7 +40,8 @@ using out_t = __nv_bfloat16;  // C's type (accumulation is always fp32)
 constexpr bool TIMELINE = false;       // record when each role waits and works (timeline.py)
 constexpr int TIMELINE_BLOCKS = 8;     // blocks that record
 constexpr int TIMELINE_EVENTS = 1024;  // events per role and block
-constexpr bool BOUNDED_WAITS = true;   // a barrier wait that never completes traps, not hangs
+constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this (millions of
+                                          // cycles, ~2 s) traps instead of hanging; 0: no limit
 // ==== kernel: everything above this line is replaced by the generated header ====
 
 // the primitives (mbarriers, TMA, the wgmma instruction and its descriptor, setmaxnreg, the

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import nvrtc
+from course_utils import nvrtc, sanitizer
 from kernels.matmul.hopper import tma
 
 SOURCE = Path(__file__).with_name("wgmma.cu")  # the kernels, one per step
@@ -154,11 +154,22 @@ def step(number: int | Step) -> Step:
     return STEPS[number]
 
 
-def defines(v: str | Variant, *, timeline: bool = False,
-            bounded_waits: bool = True) -> dict[str, object]:
+def defines(v: str | Variant, *, timeline: bool = False) -> dict[str, object]:
     """The Python values ``wgmma.cu``'s header is generated from."""
     return {**variant(v).defines, "TIMELINE": timeline, "TIMELINE_BLOCKS": TIMELINE_BLOCKS,
-            "TIMELINE_EVENTS": TIMELINE_EVENTS, "BOUNDED_WAITS": bounded_waits}
+            "TIMELINE_EVENTS": TIMELINE_EVENTS, "WAIT_LIMIT_MCYCLES": wait_limit_mcycles()}
+
+
+# A barrier wait gives up (traps) after this many million cycles, ~2 s at the H100's clock: a
+# lost arrival then costs a clear error instead of a GPU hung until the process dies. Under
+# compute-sanitizer every wait is far longer (racecheck checks each shared-memory access of the
+# spinning warps), so the limit grows 50 times there; the sanitizer's own timeout still ends a
+# true hang.
+WAIT_LIMIT_MCYCLES = 4000
+
+
+def wait_limit_mcycles() -> int:
+    return WAIT_LIMIT_MCYCLES * (50 if sanitizer.active() else 1)
 
 
 TIMELINE_BLOCKS = 8  # blocks that record a timeline (timeline.py reads these back)
