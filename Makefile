@@ -66,7 +66,9 @@ LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(SETUP)
 	$(PY) -m jupyter lab --notebook-dir=notebooks $(LAB_ROOT)
 
+# (first: what a fresh kernel pays before a notebook's first line, stage by stage)
 run: $(SETUP)
+	$(PY) -m course startup
 	$(PY) -m course run
 
 doctor: $(SETUP)

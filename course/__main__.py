@@ -1,4 +1,5 @@
-"""``python -m course doctor | run | bench | exercises | record | prepare | sanitize``."""
+"""``python -m course doctor | run | bench | exercises | record | prepare | sanitize |
+startup``."""
 
 import sys
 
@@ -12,6 +13,7 @@ def main(argv: list[str]) -> int:
         "record": "course_utils.recordings",  # on a GPU: what %%requires cells show -> docs/
         "prepare": "course.prepare",  # lecture mode: build and cache everything first
         "sanitize": "kernels.sanitize",  # on a GPU: compute-sanitizer over every CUDA kernel
+        "startup": "course.startup",  # what a fresh kernel costs before a notebook's first line
     }
     if not argv or argv[0] not in commands:
         print(f"usage: python -m course {{{'|'.join(commands)}}} [options]", file=sys.stderr)

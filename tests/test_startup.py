@@ -1,0 +1,27 @@
+"""course.startup: the stages of a notebook's first cell, timed in a fresh child Python."""
+
+import pytest
+
+from course import startup
+
+
+def test_every_stage_is_timed_in_order_after_python_itself():
+    rows = startup.measure()
+    assert [r["stage"] for r in rows] == ["python itself"] + [s for s, _ in startup.STAGES]
+    assert all(r["seconds"] >= 0 and r["error"] == "" for r in rows), rows
+    text = startup.table(rows)
+    assert text.startswith("a fresh Python before a notebook's first line: ")
+    assert "import kernels" in text and "error" not in text  # no error column when none failed
+
+
+def test_a_failing_stage_says_why_and_the_others_still_run():
+    rows = startup.measure((("broken", "import no_such_module_here"), ("fine", "x = 1")))
+    by_stage = {r["stage"]: r for r in rows}
+    assert by_stage["broken"]["error"].startswith("ModuleNotFoundError: ")
+    assert by_stage["fine"]["error"] == ""
+    assert "error" in startup.table(rows)
+
+
+def test_a_child_that_dies_is_an_error_naming_its_last_words():
+    with pytest.raises(RuntimeError, match=r"start-up child failed \(exit 3\)"):
+        startup.measure((("dies", "import os; os._exit(3)"),))
