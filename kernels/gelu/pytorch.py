@@ -5,6 +5,8 @@ is its own kernel, reading its inputs from and writing its result to DRAM. ``tor
 traces the same function and fuses it into one generated kernel (Triton on a GPU, C++ on a CPU).
 """
 
+import functools
+
 import torch
 
 from kernels.gelu import FLOAT_DTYPES
@@ -23,6 +25,31 @@ def set_recompile_limit(limit: int) -> None:
     setattr(config, name, max(getattr(config, name), limit))
 
 
+def compile_on_first_call(fn):
+    """``torch.compile(fn)``, made when it is first called.
+
+    Shapes are left to torch.compile's default: specialise on the first shape, recompile with a
+    dynamic length when a second one comes. (dynamic=True up front picks the generated kernel's
+    launch configuration from the first, small, size hint: 20x slower at 2^28 on an H200.) The
+    matrix test compiles ~7 graphs per dtype; past the recompile limit (default 8 per function)
+    torch.compile silently runs the function eagerly, so it is raised to 32.
+
+    Made lazily because ``torch.compile`` imports dynamo and inductor, seconds of every
+    ``import kernels`` (every notebook's first cell) that a notebook which never calls the
+    compiled provider should not pay."""
+
+    @functools.cache
+    def compiled():
+        set_recompile_limit(32)
+        return torch.compile(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return compiled()(*args, **kwargs)
+
+    return call
+
+
 def _gelu_float32(x: torch.Tensor) -> torch.Tensor:
     # tanh saturates at +-1, and x*x*x overflowing to +-inf only drives it there: no NaN.
     inner = SQRT_2_OVER_PI * (x + CUBIC * (x * x * x))
@@ -38,13 +65,7 @@ def gelu_manual(x: torch.Tensor) -> torch.Tensor:
     return _gelu_float32(x.float()).to(x.dtype)
 
 
-# Shapes are left to torch.compile's default: specialise on the first shape, recompile with a
-# dynamic length when a second one comes. (dynamic=True up front picks the generated kernel's
-# launch configuration from the first, small, size hint: 20x slower at 2^28 on an H200.)
-# The matrix test compiles ~7 graphs per dtype; past the recompile limit (default 8 per function)
-# torch.compile silently runs the function eagerly, so raise it.
-set_recompile_limit(32)
-_compiled = torch.compile(gelu_manual)
+_compiled = compile_on_first_call(gelu_manual)
 
 
 @register("gelu", "compile", dtypes=FLOAT_DTYPES, needs=("compile",))

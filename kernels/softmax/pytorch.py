@@ -7,7 +7,7 @@ max over the row, subtract, exp, sum over the row, divide: five kernels, each a 
 
 import torch
 
-from kernels.gelu.pytorch import set_recompile_limit
+from kernels.gelu.pytorch import compile_on_first_call
 from kernels.registry import register
 from kernels.softmax import FLOAT_DTYPES
 
@@ -22,13 +22,7 @@ def softmax_manual(x: torch.Tensor) -> torch.Tensor:
     return shifted / shifted.sum(dim=-1, keepdim=True)  # passes 4-5: read exp twice
 
 
-# Shapes are left to torch.compile's default: specialise on the first shape, recompile with a
-# dynamic length when a second one comes. (dynamic=True up front picks the generated kernel's
-# launch configuration from the first, small, size hint: 20x slower at 2^28 on an H200.)
-# The matrix test compiles ~7 graphs per dtype; past the recompile limit (default 8 per function)
-# torch.compile silently runs the function eagerly, so raise it.
-set_recompile_limit(32)
-_compiled = torch.compile(softmax_manual)
+_compiled = compile_on_first_call(softmax_manual)  # (why lazily: see the function)
 
 
 @register("softmax", "compile", dtypes=FLOAT_DTYPES, needs=("compile",))
