@@ -1,5 +1,7 @@
 """course_utils.run_notebooks on tiny notebooks written for the test (a real kernel runs them)."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -87,6 +89,28 @@ def test_the_slowest_cells_are_timed_and_printed(tmp_path, lax, capsys):
     assert 0.6 <= float(cells[0].split()[2]) < 5
 
 
+def test_a_cold_build_cell_is_reported_apart_and_the_lecture_verdict_printed(tmp_path, lax,
+                                                                            capsys, monkeypatch):
+    path = _notebook(tmp_path / "04_cold.ipynb", "import time", "time.sleep(0.8)  # cold build",
+                     "time.sleep(0.4)")
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[1].metadata["tags"] = [run_notebooks.COLD_BUILD_TAG]
+    nbformat.write(nb, str(path))
+    monkeypatch.setattr(run_notebooks, "LECTURE_SECONDS", 1)  # the rest (> 0.4 s) is over it
+    assert run_notebooks.main(["--folder", str(tmp_path), "--out", str(tmp_path / "out"),
+                               "--timeout", "120"]) == 0
+    out = capsys.readouterr().out
+    outcome = run_notebooks.execute(path, timeout=120, out_dir=tmp_path / "out2")
+    assert 0.8 <= outcome.cold_build_seconds < 0.8 + 2
+    assert outcome.lecture_seconds == outcome.seconds - outcome.cold_build_seconds
+    row = run_notebooks.summary_rows([outcome])[0]
+    assert row["cold-build cells s"] == round(outcome.cold_build_seconds, 1)
+    assert re.search(r"cell 1 \d+\.\d s \[cold-build\]: time\.sleep\(0\.8\)", out), out
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("lecture mode"))
+    assert verdict.startswith("lecture mode (every notebook under 1 s apart from its cold-build "
+                              "cells): not kept: 04_cold.ipynb ")
+
+
 def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said(tmp_path,
                                                                                monkeypatch):
     # what nbclient raised on an H100 for notebook 05: a bare AssertionError, no cell error
@@ -104,3 +128,13 @@ def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said
     assert outcome.status == "failed"
     assert outcome.error.startswith("AssertionError: AssertionError (cell 1;")
     assert "stderr ends: Segmentation fault in libsomething" in outcome.error
+
+
+def test_the_course_cells_that_rebuild_on_purpose_carry_the_tag():
+    # lesson 04's compile-time table builds load_inline in a fresh folder every run
+    tagged = {}
+    for path in run_notebooks.find_notebooks([]):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            if cell.cell_type == "code" and "compile_times(" in cell.source:
+                tagged[path.name] = run_notebooks.COLD_BUILD_TAG in cell.metadata.get("tags", [])
+    assert tagged == {"04_nvrtc.ipynb": True}
