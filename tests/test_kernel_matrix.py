@@ -4,8 +4,9 @@ A kernel joins this test by being registered. Only combinations that can apply a
 the op's cases in the dtypes both the op and the kernel list. A kernel that cannot run on this
 machine at all (no GPU, no nvcc, a too-old GPU) is one test, skipped with the kernel's own
 reason (which the summary line prints), never silently, instead of one skip per case and dtype
-(on a CPU box that was over a thousand skips to collect and report). A case the kernel refuses
-here is skipped with its reason too.
+(on a CPU box that was over a thousand skips to collect and report); so is a kernel whose dtypes
+none of its op's cases come in (the fp8 matmuls, which their own modules' tests check). A case
+the kernel refuses here is skipped with its reason too.
 """
 
 import pytest

@@ -154,12 +154,6 @@ def step(number: int | Step) -> Step:
     return STEPS[number]
 
 
-def defines(v: str | Variant, *, timeline: bool = False) -> dict[str, object]:
-    """The Python values ``wgmma.cu``'s header is generated from."""
-    return {**variant(v).defines, "TIMELINE": timeline, "TIMELINE_BLOCKS": TIMELINE_BLOCKS,
-            "TIMELINE_EVENTS": TIMELINE_EVENTS, "WAIT_LIMIT_MCYCLES": wait_limit_mcycles()}
-
-
 # A barrier wait gives up (traps) after this many million cycles, ~2 s at the H100's clock: a
 # lost arrival then costs a clear error instead of a GPU hung until the process dies. Under
 # compute-sanitizer every wait is far longer (racecheck checks each shared-memory access of the
@@ -170,6 +164,12 @@ WAIT_LIMIT_MCYCLES = 4000
 
 def wait_limit_mcycles() -> int:
     return WAIT_LIMIT_MCYCLES * (50 if sanitizer.active() else 1)
+
+
+def defines(v: str | Variant, *, timeline: bool = False) -> dict[str, object]:
+    """The Python values ``wgmma.cu``'s header is generated from."""
+    return {**variant(v).defines, "TIMELINE": timeline, "TIMELINE_BLOCKS": TIMELINE_BLOCKS,
+            "TIMELINE_EVENTS": TIMELINE_EVENTS, "WAIT_LIMIT_MCYCLES": wait_limit_mcycles()}
 
 
 TIMELINE_BLOCKS = 8  # blocks that record a timeline (timeline.py reads these back)
