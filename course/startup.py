@@ -77,7 +77,11 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    print(table(measure()))
+    try:
+        print(table(measure()))
+    except (RuntimeError, subprocess.TimeoutExpired) as err:
+        print(f"startup: could not time a fresh Python: {err}")
+        return 1
     return 0
 
 

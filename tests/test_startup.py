@@ -25,3 +25,12 @@ def test_a_failing_stage_says_why_and_the_others_still_run():
 def test_a_child_that_dies_is_an_error_naming_its_last_words():
     with pytest.raises(RuntimeError, match=r"start-up child failed \(exit 3\)"):
         startup.measure((("dies", "import os; os._exit(3)"),))
+
+
+def test_main_says_why_it_could_not_time_and_returns_1(monkeypatch, capsys):
+    def fails():
+        raise RuntimeError("the start-up child failed (exit 3): boom")
+
+    monkeypatch.setattr(startup, "measure", fails)
+    assert startup.main([]) == 1
+    assert capsys.readouterr().out.startswith("startup: could not time a fresh Python: ")
