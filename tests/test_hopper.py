@@ -51,6 +51,17 @@ def test_barrier_waits_trap_after_2_s_and_50_times_later_under_the_sanitizer(mon
     assert nvrtc.generate_header(plain) != nvrtc.generate_header(sanitized)
 
 
+def test_the_lessons_own_sanitizer_workload_asks_for_the_longer_limit(monkeypatch, capsys):
+    # run by hand as `compute-sanitizer python -m kernels.matmul.hopper.sanitize_wgmma`
+    from kernels.matmul.hopper import sanitize_wgmma
+
+    monkeypatch.delenv(sanitizer.VARIABLE, raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (8, 9))
+    assert sanitize_wgmma.main() == 1  # not a Hopper GPU: says so and stops
+    assert "sm_89" in capsys.readouterr().out
+    assert wgmma.wait_limit_mcycles() == 50 * wgmma.WAIT_LIMIT_MCYCLES
+
+
 def test_steps_fit_hopper_shared_memory_and_name_their_configuration():
     for s in wgmma.STEPS.values():
         assert s.shared_bytes <= 227 * 1024, s

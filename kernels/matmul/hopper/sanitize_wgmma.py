@@ -9,14 +9,19 @@ from the float64 reference. ``synccheck`` is the one that matters for mbarriers;
 and ``racecheck`` watch the epilogue and shared memory.
 """
 
+import os
 import sys
 
 import torch
 
+from course_utils import sanitizer
 from kernels.matmul.hopper import wgmma
 
 
 def main() -> int:
+    # this workload runs under compute-sanitizer, started by hand or by sanitizer.run_module:
+    # either way its barrier waits get the sanitizer's longer limit (wgmma.wait_limit_mcycles)
+    os.environ.setdefault(sanitizer.VARIABLE, "by hand")
     if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()):
         print(f"sanitize_wgmma: {reason}")
         return 1
