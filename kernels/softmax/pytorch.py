@@ -7,7 +7,7 @@ max over the row, subtract, exp, sum over the row, divide: five kernels, each a 
 
 import torch
 
-from kernels.gelu.pytorch import compile_on_first_call
+from kernels.compiled import compile_on_first_call
 from kernels.registry import register
 from kernels.softmax import FLOAT_DTYPES
 
