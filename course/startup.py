@@ -70,9 +70,9 @@ def table(rows: list[dict]) -> str:
     from course_utils.plots import stamped_table
 
     total = sum(r["seconds"] for r in rows)
-    shown = [{k: v for k, v in r.items() if k != "error" or any(x["error"] for x in rows)}
-             for r in rows]
-    return stamped_table(shown, title=f"a fresh Python before a notebook's first line: "
+    if not any(r["error"] for r in rows):  # the error column only when a stage failed
+        rows = [{"stage": r["stage"], "seconds": r["seconds"]} for r in rows]
+    return stamped_table(rows, title=f"a fresh Python before a notebook's first line: "
                                       f"{total:.1f} s")
 
 
