@@ -88,13 +88,18 @@ def run_module(tool: str, module: str, *args: str, timeout: float = 1800) -> Run
     return Run(shown, done.stdout + done.stderr, done.returncode)
 
 
+def run_all(tools, module: str, *args: str, timeout: float = 1800) -> list[Run]:
+    """:func:`run_module` under several tools at once, each in its own child, in ``tools``'
+    order. Most of a run is starting Python, torch and the sanitizer, not checking kernels, so
+    two tools side by side take about as long as one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tools = list(tools)
+    with ThreadPoolExecutor(max_workers=max(len(tools), 1)) as pool:
+        return list(pool.map(lambda tool: run_module(tool, module, *args, timeout=timeout),
+                             tools))
+
+
 def active() -> bool:
     """True in a workload that :func:`run_module` started under the sanitizer."""
     return bool(os.environ.get(VARIABLE))
-
-
-def run(tool: str, module: str) -> tuple[str, str, int]:
-    """``compute-sanitizer --tool <tool> python -m <module>``: (the command as shown, its
-    summary line, the exit status)."""
-    done = run_module(tool, module)
-    return done.command, done.summary_line, done.returncode

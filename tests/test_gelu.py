@@ -104,5 +104,5 @@ def test_compute_sanitizer_finds_nothing(tool):
         pytest.fail("compute-sanitizer not found next to nvcc or on PATH") if env.STRICT \
             else pytest.skip("compute-sanitizer not found")
     kernels.get_kernel("gelu", "cuda", "vectorized").load()  # build outside the sanitizer
-    command, summary, status = bench.sanitize(tool)
+    [(command, summary, status)] = bench.sanitize(tool)
     assert status == 0 and "0 errors" in summary, f"{command}: {summary}"

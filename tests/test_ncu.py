@@ -77,6 +77,18 @@ def test_report_table_compare_and_figure():
     assert not [t for t in ncu.stall_figure(reports, stamp=False).texts if "torch" in t.get_text()]
 
 
+def test_one_call_with_two_kernels_splits_into_two_reports():
+    # notebooks 03 and 05 profile two kernels in one ncu child (ncu and CUDA start once)
+    kernels = ncu.parse_csv(HEALTHY.read_text()) + ncu.parse_csv(SPILLS.read_text())
+    both = ncu.Report("both", kernels, "ncu ...", "")
+    first, second = both.per_kernel(["128x256", "192x256"])
+    assert (first.label, first.kernels, second.kernels) == ("128x256", kernels[:1], kernels[1:])
+    assert "128x256" in ncu.compare([first, second]) and "192x256" in ncu.compare([first, second])
+    assert [r.label for r in both.per_kernel()] == ["mma_matmul", "mma_matmul"]
+    with pytest.raises(ValueError, match=r"labels: expected one per kernel of the call \(2"):
+        both.per_kernel(["only one"])
+
+
 def test_empty_and_malformed_output():
     assert ncu.parse_csv("==PROF== Disconnected from process 1\n") == []
     with pytest.raises(ValueError, match="Kernel Name"):

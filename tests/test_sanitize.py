@@ -102,6 +102,21 @@ def test_a_kernel_the_workload_never_reached_is_not_clean():
         "failed")
 
 
+def test_run_all_runs_the_tools_side_by_side_in_order(monkeypatch):
+    import time
+
+    def slow_run(tool, module, *args, timeout=0):
+        time.sleep(0.6 if tool == "memcheck" else 0.4)  # the first one finishes last
+        return sanitizer.Run(f"{tool} {module}", "========= ERROR SUMMARY: 0 errors\n", 0)
+
+    monkeypatch.setattr(sanitizer, "run_module", slow_run)
+    start = time.perf_counter()
+    runs = sanitizer.run_all(("memcheck", "racecheck", "synccheck"), "kernels.x")
+    assert time.perf_counter() - start < 1.2  # one after the other: 1.4 s
+    assert [r.command for r in runs] == ["memcheck kernels.x", "racecheck kernels.x",
+                                         "synccheck kernels.x"]
+
+
 def test_an_unknown_tool_is_refused_by_name():
     with pytest.raises(ValueError, match="tool expected one of memcheck.*got 'memchek'"):
         sanitizer.run_module("memchek", "kernels.sanitize")

@@ -41,10 +41,11 @@ def measure(n: int, dtype: torch.dtype, device: str | None = None,
 sanitizer_path = sanitizer.path
 
 
-def sanitize(tool: str) -> tuple[str, str, int]:
-    """``compute-sanitizer --tool <tool>`` on :mod:`kernels.gelu.sanitize_check`: (the command,
-    its ERROR SUMMARY line, exit status)."""
-    return sanitizer.run(tool, "kernels.gelu.sanitize_check")
+def sanitize(*tools: str) -> list[tuple[str, str, int]]:
+    """``compute-sanitizer --tool <tool>`` on :mod:`kernels.gelu.sanitize_check` for each tool,
+    all at once: per tool, in order, (the command, its summary line, exit status)."""
+    return [(run.command, run.summary_line, run.returncode)
+            for run in sanitizer.run_all(tools, "kernels.gelu.sanitize_check")]
 
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:
@@ -69,13 +70,11 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
                 peer=round(peer, 1), peer_what=f"{PEER}, same run"))
     if env.HAS_CUDA and sanitizer_path():
         get_kernel("gelu", "cuda", "vectorized").load()  # build before the sanitizer runs
-        lines = []
-        for tool in ("memcheck", "racecheck"):
-            start = time.perf_counter()
-            command, summary, status = sanitize(tool)
-            lines.append(f"    $ {command}\n    {summary}   (exit {status}, "
-                         f"{time.perf_counter() - start:.0f} s)")
-            print(lines[-1])
+        start = time.perf_counter()
+        lines = [f"    $ {command}\n    {summary}   (exit {status})"
+                 for command, summary, status in sanitize("memcheck", "racecheck")]
+        lines.append(f"    (both at once: {time.perf_counter() - start:.0f} s)")
+        print("\n".join(lines))
         records.append(results.Note(LESSON, "compute-sanitizer on the CUDA GeLU kernels "
                                     "(naive; vectorised with the default launch and with a "
                                     "capped grid, unroll 1, 2, 4; float32, float16, bfloat16; "

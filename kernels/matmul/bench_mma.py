@@ -288,12 +288,11 @@ def ceiling_changes(points: list[Point], before: list[dict], limit: float = 0.10
 
 def sanitize_note() -> str:
     """compute-sanitizer memcheck and racecheck on every variant (kernels/matmul/sanitize_mma)."""
-    lines = []
-    for tool in ("memcheck", "racecheck"):
-        start = time.perf_counter()
-        command, summary, status = sanitizer.run(tool, "kernels.matmul.sanitize_mma")
-        lines.append(f"    $ {command}\n    {summary}   (exit {status}, "
-                     f"{time.perf_counter() - start:.0f} s)")
-        print(lines[-1])
+    start = time.perf_counter()
+    runs = sanitizer.run_all(("memcheck", "racecheck"), "kernels.matmul.sanitize_mma")
+    lines = [f"    $ {run.command}\n    {run.summary_line}   (exit {run.returncode})"
+             for run in runs]
+    lines.append(f"    (both at once: {time.perf_counter() - start:.0f} s)")
+    print("\n".join(lines))
     return ("compute-sanitizer on every mma.sync variant this GPU runs (one configuration, "
             "edge tiles on both sides, 1x1, outputs poisoned):\n\n" + "\n".join(lines))
