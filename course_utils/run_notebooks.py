@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     print("slowest cells:")
     for o in outcomes:
         print(f"  {o.notebook}: " + ("; ".join(map(str, o.slowest(3))) or "(no cell ran)"))
+    for o in outcomes:
+        if o.lecture_seconds >= LECTURE_SECONDS:  # where the minute went, to decide what to cut
+            print(f"{o.notebook} is over: its cells of 1 s or more, in order:")
+            print("\n".join(f"  {c}" for c in o.cell_times if c.seconds >= 1.0))
     where = outcomes[0].executed_path.parent if outcomes[0].executed_path else args.out
     print(f"executed notebooks are in {where}")
     return 0 if all(o.ok for o in outcomes) else 1

@@ -243,12 +243,13 @@ def tensor_bytes(*tensors: torch.Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def copy_bandwidth(nbytes: int = 1 << 28, device: str | None = None) -> float:
+def copy_bandwidth(nbytes: int = 1 << 28, device: str | None = None,
+                   min_time_s: float = 0.2) -> float:
     """Measured device copy bandwidth in GB/s (read + write), the ceiling of elementwise kernels."""
     kind = _pick_device(device, [])
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=kind)
     dst = torch.empty_like(src)
-    t = benchmark(dst.copy_, src, name="copy", device=kind)
+    t = benchmark(dst.copy_, src, name="copy", device=kind, min_time_s=min_time_s)
     return gbps(2 * nbytes, t.median)
 
 

@@ -24,7 +24,7 @@ def memory_bound(op: str, x: torch.Tensor, *, peer_column: str,
     here gets a row with its reason in "note" instead of a time.
     """
     nbytes = 2 * timing.tensor_bytes(x)
-    copy = timing.copy_bandwidth(nbytes // 2, device=x.device.type)
+    copy = timing.copy_bandwidth(nbytes // 2, device=x.device.type, min_time_s=min_time_s)
     peer_ms = timing.benchmark(reference(op), x, name=f"{op} reference",
                                min_time_s=min_time_s).median
     rows = []

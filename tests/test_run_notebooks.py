@@ -92,11 +92,11 @@ def test_the_slowest_cells_are_timed_and_printed(tmp_path, lax, capsys):
 def test_a_cold_build_cell_is_reported_apart_and_the_lecture_verdict_printed(tmp_path, lax,
                                                                             capsys, monkeypatch):
     path = _notebook(tmp_path / "04_cold.ipynb", "import time", "time.sleep(0.8)  # cold build",
-                     "time.sleep(0.4)")
+                     "time.sleep(1.05)  # over", "x = 1")
     nb = nbformat.read(str(path), as_version=4)
     nb.cells[1].metadata["tags"] = [run_notebooks.COLD_BUILD_TAG]
     nbformat.write(nb, str(path))
-    monkeypatch.setattr(run_notebooks, "LECTURE_SECONDS", 1)  # the rest (> 0.4 s) is over it
+    monkeypatch.setattr(run_notebooks, "LECTURE_SECONDS", 1)  # the rest (> 1.05 s) is over it
     assert run_notebooks.main(["--folder", str(tmp_path), "--out", str(tmp_path / "out"),
                                "--timeout", "120"]) == 0
     out = capsys.readouterr().out
@@ -109,6 +109,9 @@ def test_a_cold_build_cell_is_reported_apart_and_the_lecture_verdict_printed(tmp
     verdict = next(ln for ln in out.splitlines() if ln.startswith("lecture mode"))
     assert verdict.startswith("lecture mode (every notebook under 1 s apart from its cold-build "
                               "cells): not kept: 04_cold.ipynb ")
+    # a notebook over the minute lists its cells of a second or more, to show where it went
+    listed = out.split("04_cold.ipynb is over: its cells of 1 s or more, in order:\n")[1]
+    assert re.match(r"  cell 2 1\.\d s: time\.sleep\(1\.05\)  # over\n(?!  cell)", listed), out
 
 
 def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said(tmp_path,

@@ -154,6 +154,18 @@ def test_fp8_mma_is_native_except_on_hopper(arch):
 
 @needs_nvrtc
 @needs_disasm
+def test_many_reports_at_once_come_back_in_order_and_equal_one_at_a_time():
+    programs = [_compile(MMA_KERNEL, "one_mma", "sm_80"), _compile(LOCAL_KERNEL, "local_array",
+                                                                   "sm_90"),
+                _compile(MMA_KERNEL, "one_mma", "sm_90")]
+    assert sass.reports(programs) == [sass.report(p) for p in programs]
+    assert [r.resources.kernel for r in sass.reports(programs)] == ["one_mma", "local_array",
+                                                                    "one_mma"]
+    assert sass.reports([]) == []
+
+
+@needs_nvrtc
+@needs_disasm
 def test_local_array_shows_up_as_stack_and_local_traffic():
     report = sass.report(_compile(LOCAL_KERNEL, "local_array", "sm_90"))
     assert report.resources.stack_bytes >= 64 * 4
