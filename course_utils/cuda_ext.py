@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,19 +176,37 @@ def host_compilers() -> dict[str, str]:
     return chosen
 
 
-@contextlib.contextmanager
-def _compilers():
-    """Set CXX/CC for the duration of a build (torch reads them from the environment)."""
-    saved = {var: os.environ.get(var) for var in ("CXX", "CC")}
-    os.environ.update(host_compilers())
-    try:
-        yield
-    finally:
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+class _Compilers:
+    """Set CXX/CC while builds run (torch reads them from the environment).
+
+    Builds may overlap in threads (``make prepare`` runs them side by side), and the environment
+    is one per process: the first build in saves CXX/CC and sets them, the last one out puts
+    them back, so no build ever runs with another's restored values."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self):
+        with self._lock:
+            if self._inside == 0:
+                self._saved = {var: os.environ.get(var) for var in ("CXX", "CC")}
+                os.environ.update(host_compilers())
+            self._inside += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0:
+                for var, value in self._saved.items():
+                    if value is None:
+                        os.environ.pop(var, None)
+                    else:
+                        os.environ[var] = value
+
+
+_compilers = _Compilers()
 
 
 def build(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str] | None = None,
@@ -210,7 +229,7 @@ def build(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str]
         before = {p: p.stat().st_mtime for p in directory.glob("*.so")}
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list()
         start = time.perf_counter()
-        with _compilers():
+        with _compilers:
             module = cpp_extension.load_inline(
                 name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
                 functions=functions, build_directory=str(directory), verbose=verbose,

@@ -2,6 +2,7 @@
 TORCH_LIBRARY op). On any machine the NVRTC source compiles for every dtype; on a GPU both
 providers must equal a + b bit for bit."""
 
+import os
 import subprocess
 import sys
 
@@ -108,6 +109,21 @@ def test_builds_use_the_system_compiler_unless_told(monkeypatch):
         assert chosen["CXX"] == str(cuda_ext.SYSTEM_CXX)
     monkeypatch.setenv("COURSE_CXX", "/my/clang++")
     assert cuda_ext.host_compilers()["CXX"] == "/my/clang++"
+
+
+def test_overlapping_builds_keep_the_compilers_until_the_last_one_ends(monkeypatch):
+    from course_utils import cuda_ext
+
+    monkeypatch.setenv("COURSE_CXX", "/my/clang++")
+    monkeypatch.setenv("CXX", "/the/users/g++")
+    compilers = cuda_ext._Compilers()
+    compilers.__enter__()
+    compilers.__enter__()  # a second build, in another thread, starts before the first ends
+    assert os.environ["CXX"] == "/my/clang++"
+    compilers.__exit__(None, None, None)  # the first ends: the second still builds
+    assert os.environ["CXX"] == "/my/clang++"
+    compilers.__exit__(None, None, None)
+    assert os.environ["CXX"] == "/the/users/g++"
 
 
 def test_the_torch_check_probe_tells_a_crash_from_a_raise():
