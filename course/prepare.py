@@ -9,7 +9,8 @@ time a cold build on purpose, which build in a private directory):
 2. every NVRTC kernel of ``kernels/`` with its example values, for this GPU (or sm_90), into
    ``var/nvrtc_cache/``;
 3. on a GPU, one call of every registered kernel on a small input of each dtype it supports,
-   which fills Triton's and ``torch.compile``'s on-disk caches.
+   and of every GeLU provider at the size lessons 02 and 03 time them, which fills Triton's and
+   ``torch.compile``'s on-disk caches.
 
 The builds of 1 and 2 are independent and mostly wait on compilers (nvcc, ninja, NVRTC, all
 outside the GIL), so they run side by side in threads: on a 16-core GPU box a cold prepare takes
@@ -69,20 +70,31 @@ def _tensor_core_kernels() -> str:
     return f"{len(done)} mma.sync and {len(hopper)} Hopper programs cached"
 
 
+def _lesson_inputs():
+    """``(op, args)`` at the sizes lessons 02 and 03 time every GeLU provider: torch.compile
+    specialises on a shape, so only a call at that very shape fills the cache the notebook hits
+    (a cold compile there costs seconds of the lecture's minute)."""
+    import torch
+
+    from kernels.gelu import bench as gelu_bench
+
+    x = torch.randn(gelu_bench.GPU_ELEMENTS, device="cuda")
+    return [("gelu", (x,)), ("gelu", (x.to(torch.bfloat16),))]
+
+
 def _warm_kernels() -> str:
     import kernels
 
+    calls = [(op_name, op.cases[0].make(dtype, "cuda"))
+             for op_name, op in kernels.OPS.items() for dtype in op.dtypes]
     called, failed = 0, []
-    for op_name, op in kernels.OPS.items():
-        case = op.cases[0]
-        for dtype in op.dtypes:
-            args = case.make(dtype, "cuda")
-            for kernel in kernels.get_kernels(op_name, *args):
-                try:  # one kernel's failure must not leave the others cold
-                    kernel(*args)
-                    called += 1
-                except Exception as err:
-                    failed.append(f"{kernel.name} {dtype}: {type(err).__name__}: {err}")
+    for op_name, args in [*calls, *_lesson_inputs()]:
+        for kernel in kernels.get_kernels(op_name, *args):
+            try:  # one kernel's failure must not leave the others cold
+                kernel(*args)
+                called += 1
+            except Exception as err:
+                failed.append(f"{kernel.name} {args[0].dtype}: {type(err).__name__}: {err}")
     if failed:
         raise RuntimeError(f"{len(failed)} of {called + len(failed)} calls failed: "
                            + "; ".join(failed[:3]))
