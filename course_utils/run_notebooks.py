@@ -14,7 +14,9 @@ Lecture mode promises every notebook in under a minute on a prepared GPU box, ap
 cells that time a cold build on purpose (lesson 04 builds ``load_inline`` in a fresh folder to
 show what NVRTC saves). Such a cell carries the Jupyter tag ``cold-build`` in its metadata; the
 table gives each notebook's seconds without those cells and a verdict against LECTURE_SECONDS.
-The exit status is non-zero when any notebook failed (a slow one only gets its verdict).
+Every cell's time goes to ``cell-times.json`` beside the executed notebooks, with the
+environment line: what a results log commits. The exit status is non-zero when any notebook
+failed (a slow one only gets its verdict).
 
     python -m course run                 # every notebook
     python -m course run 01 03           # notebooks whose file name contains 01 or 03
@@ -234,6 +236,19 @@ def summary_rows(outcomes: list[Outcome]) -> list[dict]:
     return rows
 
 
+def write_cell_times(outcomes: list[Outcome], path: Path) -> None:
+    """Every notebook's time and every code cell's, as JSON (machine-readable beside the table)."""
+    notebooks = [{"notebook": o.notebook, "status": o.status, "seconds": round(o.seconds, 2),
+                  "lecture_seconds": round(o.lecture_seconds, 2),
+                  "cells": [{"cell": c.number, "seconds": round(c.seconds, 2),
+                             "first_line": c.first_line, "cold_build": c.cold_build}
+                            for c in o.cell_times]}
+                 for o in outcomes]
+    path.write_text(json.dumps({"environment": env.environment_line(),
+                                "lecture_seconds_limit": LECTURE_SECONDS,
+                                "notebooks": notebooks}, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course run",
                                      description="Execute notebooks headless into var/executed/.")
@@ -275,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         if o.lecture_seconds >= LECTURE_SECONDS:  # where the minute went, to decide what to cut
             print(f"{o.notebook} is over: its cells of 1 s or more, in order:")
             print("\n".join(f"  {c}" for c in o.cell_times if c.seconds >= 1.0))
-    where = outcomes[0].executed_path.parent if outcomes[0].executed_path else args.out
+    where = outcomes[0].executed_path.parent if outcomes[0].executed_path else Path(args.out)
+    write_cell_times(outcomes, where / "cell-times.json")
     print(f"executed notebooks are in {where}")
     return 0 if all(o.ok for o in outcomes) else 1
 

@@ -1,5 +1,6 @@
 """course_utils.run_notebooks on tiny notebooks written for the test (a real kernel runs them)."""
 
+import json
 import re
 
 import nbformat
@@ -87,6 +88,11 @@ def test_the_slowest_cells_are_timed_and_printed(tmp_path, lax, capsys):
     assert cells[0].startswith("cell 1 ") and cells[0].endswith("time.sleep(0.6)  # the slow one")
     assert cells[1].startswith("cell 3 ")
     assert 0.6 <= float(cells[0].split()[2]) < 5
+    times = json.loads((tmp_path / "out" / "cell-times.json").read_text())
+    (notebook,) = times["notebooks"]
+    assert notebook["notebook"] == "05_slow.ipynb" and notebook["status"] == "ok"
+    assert [c["cell"] for c in notebook["cells"]] == [0, 1, 2, 3]
+    assert 0.6 <= notebook["cells"][1]["seconds"] < 5 and times["environment"]
 
 
 def test_a_cold_build_cell_is_reported_apart_and_the_lecture_verdict_printed(tmp_path, lax,
