@@ -52,9 +52,13 @@ def _nvrtc(sources: list | None = None) -> str:
             target = only
         jobs += [(path, name, defines, target, output)
                  for name, defines in nvrtc.examples(path) for output in ("cubin", "ptx")]
+
+    def build(job) -> None:
+        path, name, defines, target, output = job
+        nvrtc.compile(path, name, defines=defines, arch=target, output=output, verbose=False)
+
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # NVRTC is thread-safe
-        list(pool.map(lambda job: nvrtc.compile(job[0], job[1], defines=job[2], arch=job[3],
-                                                output=job[4], verbose=False), jobs))
+        list(pool.map(build, jobs))
     return f"{len(jobs)} compiles cached for {arch or nvrtc.DEFAULT_ARCH}"
 
 
