@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -181,3 +183,17 @@ def test_show_prints_summary_and_table_outside_jupyter(capsys):
     out = capsys.readouterr().out
     assert out.startswith("profile 'test_show'")
     assert p.table.strip() in out
+
+
+def test_importing_profiling_leaves_inductor_unimported_but_its_kernels_profiled():
+    # a notebook that profiles and never compiles should not pay for importing dynamo/inductor;
+    # one that compiles later must still see inductor's C++ kernels in its profiles
+    code = ("import sys\nfrom course_utils import profiling\n"
+            "assert 'torch._dynamo' not in sys.modules and 'torch._inductor' not in sys.modules\n"
+            "import torch._inductor.config as config\n"
+            "assert config.cpp.enable_kernel_profile\nprint('ok')")
+    child = env.child_environment()
+    child.pop("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", None)  # (this process set it)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

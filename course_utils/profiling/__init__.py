@@ -45,15 +45,19 @@ writes the stacks and the flame graph, :mod:`~course_utils.profiling.result` hol
 :class:`Profile`, :mod:`~course_utils.profiling.names` makes kernel names readable.
 """
 
-# inductor's C++ kernels are invisible to the profiler unless each is wrapped in RECORD_FUNCTION
-# (set before any function is compiled, so on import)
-try:
-    import torch._inductor.config as _inductor_config
+import os
+import sys
 
-    if hasattr(_inductor_config.cpp, "enable_kernel_profile"):
-        _inductor_config.cpp.enable_kernel_profile = True
-except ImportError:  # pragma: no cover - torch without inductor
-    pass
+# inductor's C++ kernels are invisible to the profiler unless each is wrapped in RECORD_FUNCTION
+# (set before any function is compiled, so on import). Through the variable inductor's config
+# reads when it is first imported: importing the config here would import dynamo and inductor,
+# a second or more of every notebook that profiles but never compiles.
+if "torch._inductor.config" in sys.modules:
+    _cpp_config = sys.modules["torch._inductor.config"].cpp
+    if hasattr(_cpp_config, "enable_kernel_profile"):
+        _cpp_config.enable_kernel_profile = True
+else:
+    os.environ.setdefault("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", "1")
 
 from course_utils.profiling.flame import flamegraph_svg, read_folded  # noqa: E402
 from course_utils.profiling.names import (  # noqa: E402
