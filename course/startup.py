@@ -28,6 +28,8 @@ STAGES = (
      "    torch.cuda.synchronize()"),
     ("import triton", "import triton"),
     ("import kernels (every registration)", "import kernels"),
+    ("import the helpers (plots, profiling, ...)",
+     "from course_utils import cuda_ext, nvrtc, plots, profiling, sass, timing"),
     ("device info (properties, nvidia-smi)",
      "from course_utils import env\nenv.device_info()"),
     ("environment line (git, versions)", "env.environment_line()"),
