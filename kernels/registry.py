@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -427,6 +427,15 @@ def iter_cases(op: str, device: str | None = None) -> Iterator[tuple[Case, torch
 
 
 # -- validation helpers shared by the ops ----------------------------------------------------
+
+
+def one_of(arg_name: str, value: Any, choices):
+    """``choices[value]`` for a mapping (``value`` itself for a sequence), or ``ValueError``
+    naming the argument and every choice: the lookup of a variant, step or provider by name."""
+    if value not in choices:
+        raise ValueError(f"{arg_name} expected one of {', '.join(map(str, choices))}, "
+                         f"got {value!r}")
+    return choices[value] if isinstance(choices, Mapping) else value
 
 
 def expect_tensor(op: str, arg_name: str, value: Any, *, ndim: int | None = None,

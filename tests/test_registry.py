@@ -192,3 +192,12 @@ def test_kernels_registered_from_a_user_module_need_no_course_edit(tmp_path, mon
 def test_a_variant_must_be_a_one_line_name(variant):
     with pytest.raises(ValueError, match="variant expected a non-empty one-line name"):
         kernels.register("gelu", "test_named", variant, fn=lambda x: x)
+
+
+def test_one_of_returns_the_choice_or_names_the_argument_and_every_choice():
+    from kernels.registry import one_of
+
+    assert one_of("step", 2, {1: "a", 2: "b"}) == "b"
+    assert one_of("provider", "nvrtc", ("triton", "nvrtc")) == "nvrtc"
+    with pytest.raises(ValueError, match=r"^step expected one of 1, 2, got 3$"):
+        one_of("step", 3, {1: "a", 2: "b"})

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
+from kernels.registry import one_of
 
 SOURCE = Path(__file__).with_name("mma.cu")
 KERNEL = "mma_matmul"
@@ -114,11 +115,7 @@ VARIANTS: dict[str, Variant] = _variants()
 
 
 def variant(name: str | Variant) -> Variant:
-    if isinstance(name, Variant):
-        return name
-    if name not in VARIANTS:
-        raise ValueError(f"variant expected one of {', '.join(VARIANTS)}, got {name!r}")
-    return VARIANTS[name]
+    return name if isinstance(name, Variant) else one_of("variant", name, VARIANTS)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from course_utils import env
-from kernels.registry import Kernel
+from kernels.registry import Kernel, one_of
 
 PROVIDERS = ("triton", "nvrtc", "cute_dsl")
 # The design space: (rows, columns) of out per block / program.
@@ -43,8 +43,7 @@ MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y, which counts tiles of M
 
 def metadata(provider: str, tile: tuple[int, ...]) -> dict:
     """The registry fields of one point of the design space: ``KernelMetadata`` in the course."""
-    if provider not in PROVIDERS:
-        raise ValueError(f"provider expected one of {', '.join(PROVIDERS)}, got {provider!r}")
+    one_of("provider", provider, PROVIDERS)
     dims = 3 if provider == "triton" else 2
     if (not isinstance(tile, tuple) or len(tile) != dims
             or not all(isinstance(t, int) and t > 0 for t in tile)):
@@ -135,7 +134,6 @@ def generate(provider: str, where: Callable[[Kernel], bool] | None = None,
              tiles: tuple[tuple[int, ...], ...] | None = None) -> list[Kernel]:
     """One kernel per tile shape of ``provider``'s design space (or of ``tiles``) that passes
     the metadata filter ``where``: the course's ``generate_kernels(metadata_filter)``."""
-    if provider not in PROVIDERS:
-        raise ValueError(f"provider expected one of {', '.join(PROVIDERS)}, got {provider!r}")
+    one_of("provider", provider, PROVIDERS)
     candidates = [make_kernel(provider, tile) for tile in (tiles or DESIGN_SPACE[provider])]
     return [k for k in candidates if where is None or where(k)]

@@ -26,6 +26,7 @@ import torch
 
 from course_utils import nvrtc, sanitizer
 from kernels.matmul.hopper import tma
+from kernels.registry import one_of
 
 SOURCE = Path(__file__).with_name("wgmma.cu")  # the kernels, one per step
 PRIMITIVES = Path(__file__).with_name("hopper.cuh")  # what they are built from, included
@@ -77,11 +78,7 @@ VARIANTS: dict[str, Variant] = _variants()
 
 
 def variant(name: str | Variant) -> Variant:
-    if isinstance(name, Variant):
-        return name
-    if name not in VARIANTS:
-        raise ValueError(f"variant expected one of {', '.join(VARIANTS)}, got {name!r}")
-    return VARIANTS[name]
+    return name if isinstance(name, Variant) else one_of("variant", name, VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -147,11 +144,7 @@ BEST = STEPS[max(STEPS)]
 
 
 def step(number: int | Step) -> Step:
-    if isinstance(number, Step):
-        return number
-    if number not in STEPS:
-        raise ValueError(f"step expected one of {', '.join(map(str, STEPS))}, got {number!r}")
-    return STEPS[number]
+    return number if isinstance(number, Step) else one_of("step", number, STEPS)
 
 
 # A barrier wait gives up (traps) after this many million cycles, ~2 s at the H100's clock: a

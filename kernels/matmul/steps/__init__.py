@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
-from kernels.registry import OPS, register
+from kernels.registry import OPS, one_of, register
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,9 +65,7 @@ STEPS = {
 
 
 def _step(variant: str) -> Step:
-    if variant not in STEPS:
-        raise ValueError(f"variant expected one of {', '.join(STEPS)}, got {variant!r}")
-    return STEPS[variant]
+    return one_of("variant", variant, STEPS)
 
 
 def _config(step: Step, overrides: dict | None) -> dict:
