@@ -65,14 +65,17 @@ def _nvrtc(sources: list | None = None) -> str:
 
 def _tensor_core_kernels() -> str:
     """Lessons 05 and 07 compile one program per variant and configuration: every mma.sync
-    variant at its default tiles, every Hopper step, ceiling and timeline build (sm_90a)."""
-    from kernels.matmul import mma
+    variant at its default tiles, what lesson 05's cells compile (census, measured variants,
+    profiled tiles), every Hopper step, ceiling and timeline build (sm_90a)."""
+    from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
 
     arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
     done = mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in mma.VARIANTS], arch)
+    lesson = bench_mma.lecture_programs()
     hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
-    return f"{len(done)} mma.sync and {len(hopper)} Hopper programs cached"
+    return (f"{len(done)} mma.sync variants, {lesson} programs of lesson 05 and "
+            f"{len(hopper)} Hopper programs cached")
 
 
 def _lesson_inputs():

@@ -7,11 +7,11 @@ import torch
 
 import kernels
 from course_utils import nvrtc, sass
-from kernels.matmul import autotune, mma
+from kernels.matmul import autotune, bench_mma, mma
 
 ARCHS = ("sm_80", "sm_89", "sm_90")
-# the census does not depend on the tile shape; a small tile compiles several times faster
-SMALL = mma.Config(bm=64, bn=64, wm=32, wn=32, bk_bytes=64, stages=2)
+# the census does not depend on the tile shape; the lesson's small tile compiles fastest
+SMALL = bench_mma.CENSUS_CONFIG
 needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                  reason=f"NVRTC: {nvrtc.unavailable_reason()}")
 needs_disasm = pytest.mark.skipif(sass.unavailable_reason() is not None,
@@ -230,6 +230,23 @@ def test_compile_many_compiles_in_parallel_what_compile_mma_compiles_one_by_one(
     found = mma.compile_many(jobs, "sm_90")
     assert [c.key for c in found] == [mma.compile_mma(v, c, "sm_90").key for v, c in jobs]
     assert all(c.binary[:4] == b"\x7fELF" for c in found)
+
+
+def test_a_job_may_name_its_own_architecture(monkeypatch):
+    seen = []
+    monkeypatch.setattr(mma, "compile_mma", lambda v, config, arch, **kw: seen.append(
+        (v.name, arch)) or (v.name, arch))
+    found = mma.compile_many([("bf16", SMALL, "sm_80"), ("int8", SMALL)], "sm_90")
+    assert found == [("bf16", "sm_80"), ("int8", "sm_90")] and sorted(seen) == sorted(found)
+
+
+def test_the_census_compiles_each_variant_only_where_its_architecture_has_it(monkeypatch):
+    monkeypatch.setattr(bench_mma, "census_archs", lambda: ["sm_80", "sm_89", "sm_90"])
+    monkeypatch.setattr(mma, "compile_many", lambda jobs: [job[1] for job in jobs])
+    found = bench_mma.compile_census()
+    assert ("bf16", "sm_80") in found and ("fp8_e4m3_e4m3", "sm_89") in found
+    assert ("fp8_e4m3_e4m3", "sm_80") not in found  # no fp8 mma.sync before Ada
+    assert set(found.values()) == {bench_mma.CENSUS_CONFIG}
 
 
 def test_a_ceiling_that_moved_more_than_ten_percent_is_explained():

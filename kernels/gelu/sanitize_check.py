@@ -21,11 +21,14 @@ def main() -> None:
                "vectorized capped": lambda x: module.gelu_vectorized(x, 128, 1, 1),
                "vectorized unroll 2": lambda x: module.gelu_vectorized(x, 64, 2, 1)}
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        base = torch.randn(100_003, device="cuda").to(dtype)
-        for x in (base, base[1:], base[:1], base[:0], base[:4097]):
-            # the reference and the comparison run on the CPU: under the sanitizer every GPU
-            # kernel is instrumented and slow, and only the GeLU kernels are under test
-            expected = F.gelu(x.cpu().float(), approximate="tanh").to(dtype)
+        # inputs made on the CPU and copied over, the reference and the comparison on the CPU:
+        # under the sanitizer every GPU kernel is instrumented and slow (each module torch loads
+        # too), and only the GeLU kernels are under test
+        cpu_base = torch.randn(100_003).to(dtype)
+        base = cpu_base.cuda()
+        for x, cpu_x in ((base, cpu_base), (base[1:], cpu_base[1:]), (base[:1], cpu_base[:1]),
+                         (base[:0], cpu_base[:0]), (base[:4097], cpu_base[:4097])):
+            expected = F.gelu(cpu_x.float(), approximate="tanh").to(dtype)
             for name, kernel in kernels.items():
                 got = kernel(x).cpu()
                 torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2,

@@ -42,6 +42,60 @@ STORY = tuple(name for name in ("bf16", "fp16", "fp16_f16acc", "tf32", "int8", "
               if name in mma.VARIANTS)  # (a torch without float8 has no fp8 variants)
 
 
+# the census cells: which tensor-core instructions each architecture's compiler emits. Small
+# tiles compile fastest, and the instruction mix per k-step does not depend on the tile.
+CENSUS_ARCHS = ("sm_80", "sm_89", "sm_90", "sm_120")
+CENSUS_CONFIG = mma.Config(bm=64, bn=64, wm=32, wn=32, bk_bytes=64, stages=2)
+CENSUS_VARIANTS = tuple(name for name in ("bf16", "int8", "int4", "fp8_e4m3_e4m3",
+                                          "fp8_e4m3_e4m3_f16acc") if name in mma.VARIANTS)
+# lesson 05's Nsight Compute comparison: the tuned tile against the same tile run by 16 warps of
+# 64x32 (twice the warps, half the registers each)
+SIXTEEN_WARPS = mma.Config(bm=256, bn=128, wm=64, wn=32, bk_bytes=64, stages=3)
+
+
+def census_archs() -> list[str]:
+    """The census architectures this NVRTC compiles for."""
+    from course_utils import nvrtc
+
+    return [arch for arch in CENSUS_ARCHS if arch in nvrtc.supported_archs()]
+
+
+def compile_census() -> dict[tuple[str, str], object]:
+    """Every census variant for every architecture that has its instruction, all compiled at
+    once in parallel threads: ``{(variant, arch): nvrtc.Compiled}``."""
+    jobs = [(name, CENSUS_CONFIG, arch) for arch in census_archs() for name in CENSUS_VARIANTS
+            if (int(arch[3:-1]), int(arch[-1])) >= mma.VARIANTS[name].min_sm]
+    return dict(zip([(name, arch) for name, _, arch in jobs], mma.compile_many(jobs),
+                    strict=True))
+
+
+def compile_measured(variants, sizes) -> None:
+    """Compile what :func:`measure` times (each variant's ceilings and its tuned configuration
+    per size) in parallel, so that the measuring does not wait for one compile after another
+    (cached ones cost nothing)."""
+    chosen = [mma.variant(v) for v in variants]
+    ceiling.compile_ceilings(chosen)
+    mma.compile_many([(v, autotune.best_config(family(v), (n, n, n)))
+                      for v in chosen for n in sizes])
+
+
+def lecture_programs() -> int:
+    """Compile every program lesson 05's cells compile on this machine (``make prepare``, so
+    that a lecture finds them cached): the census, the story's variants at 4096 with their
+    ceilings, the two profiled configurations at 8192. Returns how many."""
+    from kernels.matmul import steps
+
+    census = compile_census()
+    step_census = [steps.compile_step(variant, torch.bfloat16, arch=arch, verbose=False)
+                   for variant in steps.STEPS for arch in census_archs()]
+    cap = torch.cuda.get_device_capability() if env.HAS_CUDA else None
+    story = [v for v in STORY if mma.gpu_reason(v, cap) is None]
+    compile_measured(story, (4096,))
+    profiled = mma.compile_many([("bf16", autotune.best_config("bf16", (8192,) * 3)),
+                                 ("bf16", SIXTEEN_WARPS)])
+    return len(census) + len(step_census) + 2 * len(story) + len(profiled)
+
+
 def family(v: mma.Variant) -> str:
     """The variant whose tuning this one uses (:func:`kernels.matmul.autotune.family`)."""
     return autotune.family(v)
@@ -116,9 +170,7 @@ def measure(variants=None, sizes=SIZES, tune: bool = True) -> list[Point]:
                 trials = autotune.tune(name, n, n, n)
                 print(f"tuned {name} at {n}: " + ", ".join(
                     f"{t.config.short()} {t.rate:.0f}" for t in trials[:3]))
-    # every kernel this measures, compiled first and in parallel (cached ones cost nothing)
-    ceiling.compile_ceilings(chosen)
-    mma.compile_many([(v, autotune.best_config(v, (n, n, n))) for v in chosen for n in sizes])
+    compile_measured(chosen, sizes)
     points = []
     for v in timing.progress(chosen, "variants"):
         top = ceiling.measure(v)

@@ -210,17 +210,18 @@ def compile_mma(v: str | Variant, config: Config = DEFAULT_CONFIG, arch=None, *,
 
 def compile_many(jobs, arch=None, *, name: str = KERNEL, vary_operands: bool = True,
                  workers: int | None = None) -> list[nvrtc.Compiled]:
-    """:func:`compile_mma` for each ``(variant, config)`` of ``jobs``, in parallel threads.
+    """:func:`compile_mma` for each ``(variant, config)`` of ``jobs``, in parallel threads; a job
+    ``(variant, config, arch)`` names its own architecture instead of ``arch``.
 
     NVRTC is thread-safe and ``ctypes`` lets go of the GIL during the compile, so on a 16-core
     GPU box fourteen variants compile in about the time of the slowest one instead of the sum
     (cached ones cost nothing either way). Results in the order of ``jobs``."""
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [(variant(v), config) for v, config in jobs]
+    jobs = [(variant(job[0]), job[1], job[2] if len(job) > 2 else arch) for job in jobs]
     workers = workers or min(len(jobs), os.cpu_count() or 1) or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda job: compile_mma(*job, arch, name=name,
+        return list(pool.map(lambda job: compile_mma(*job, name=name,
                                                      vary_operands=vary_operands,
                                                      verbose=False), jobs))
 
