@@ -129,12 +129,28 @@ def _can_run(label: str, needs: list[str]) -> bool:
     return not reasons
 
 
+def _before_threads() -> None:
+    """Import what the build threads use, and start CUDA, here in the main thread. Threads that
+    first touch CUDA while others import modules can deadlock: CUDA's lazy initialisation holds
+    its lock while it imports, and an import holds its module lock while it asks for CUDA (a
+    prepare hung for ten minutes on an H100 when lesson 05's step asked for the GPU's
+    capability beside two ``load_inline`` builds)."""
+    import torch.utils.cpp_extension  # noqa: F401  (load_inline's module)
+
+    import kernels.matmul.bench_mma  # noqa: F401
+    import kernels.matmul.hopper.wgmma  # noqa: F401
+
+    if env.HAS_CUDA:
+        torch.cuda.init()
+
+
 def main(argv: list[str] | None = None) -> int:
     builds: list[tuple[str, Callable[[], object], list[str]]] = [
         (label, fn, ["nvcc", "cxx"]) for label, fn in _extensions()]
     builds.append(("NVRTC kernels", _nvrtc, ["nvrtc", "libcu++"]))
     builds.append(("tensor-core matmuls (05, 07)", _tensor_core_kernels, ["nvrtc", "libcu++"]))
     start = time.perf_counter()
+    _before_threads()
     runnable = [(label, fn) for label, fn, needs in builds if _can_run(label, needs)]
     if runnable:
         print("building side by side, each line as it ends ...", flush=True)
