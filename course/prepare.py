@@ -7,7 +7,8 @@ time a cold build on purpose, which build in a private directory):
 1. the CUDA extensions (the GeLU extension via ``setup.py`` and ``load_inline``, the add op via
    ``load_inline``): the notebooks then only import them;
 2. every NVRTC kernel of ``kernels/`` with its example values, for this GPU (or sm_90), into
-   ``var/nvrtc_cache/``;
+   ``var/nvrtc_cache/``, and the tensor-core programs lessons 05 and 07 compile (lesson 05's
+   census for several architectures among them);
 3. on a GPU, one call of every registered kernel on a small input of each dtype it supports,
    and of every GeLU provider at the size lessons 02 and 03 time them, which fills Triton's and
    ``torch.compile``'s on-disk caches.
@@ -15,9 +16,10 @@ time a cold build on purpose, which build in a private directory):
 The builds of 1 and 2 are independent and mostly wait on compilers (nvcc, ninja, NVRTC, all
 outside the GIL), so they run side by side in threads: a cold prepare then takes about as long
 as its slowest build rather than their sum, given the cores (on the 2-core CPU machine: 121 s
-for 205 s of compiler time; the H100 box took 215 s with the builds one after another). Step 3
-calls the kernels, so it runs last. Each step prints its time as it finishes; a step that cannot
-run here says why and the rest go on.
+for 205 s of compiler time; a fresh H100 box took 215 s with the builds one after another, and
+136 s side by side with lesson 05's programs added). Step 3 calls the kernels, so it runs
+last. Each step prints its time as it finishes; a step that cannot run here says why and the
+rest go on.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ def requires_magic(line: str, cell: str, ipython=None) -> None:
 
         recordings.show(f"%%requires {line}\n{cell}")
         return
+    if cell.rstrip().endswith(";"):
+        # IPython hides a cell's last value after ";" by reading the source it stored in the
+        # history: the outer "%%requires" cell, not this body. Ending the body with a statement
+        # hides the value here too (a figure's repr in a cell that ends in ";").
+        cell = cell.rstrip() + "\npass"
     result = ipython.run_cell(cell, store_history=False)
     # run_cell has already shown the traceback; re-raise so the cell itself counts as failed
     # (nbval and "run all" stop on it) instead of looking green.

@@ -23,6 +23,13 @@ def test_met_requirement_runs_the_cell(shell):
     assert shell.user_ns["ran"] == 42
 
 
+def test_a_trailing_semicolon_hides_the_last_value_as_in_a_plain_cell(shell, capsys):
+    shell.run_cell("%%requires always\n6 * 7;")
+    shell.run_cell("%%requires always\n6 * 9")
+    out = capsys.readouterr().out
+    assert "42" not in out and "54" in out
+
+
 def test_unmet_requirement_prints_one_line_and_skips(shell, capsys):
     result = shell.run_cell("%%requires always never\nran = True")
     assert result.success  # the notebook goes on
