@@ -18,15 +18,10 @@ needs_disasm = pytest.mark.skipif(sass.unavailable_reason() is not None,
                                   reason=f"disassembler: {sass.unavailable_reason()}")
 
 
-def _cap(arch: str) -> tuple[int, int]:
-    digits = arch.removeprefix("sm_")
-    return int(digits[:-1]), int(digits[-1])
-
-
 def _compiled_pairs():
     for name, v in mma.VARIANTS.items():
         for arch in ARCHS:
-            if _cap(arch) >= v.min_sm:
+            if mma.arch_capability(arch) >= v.min_sm:
                 yield pytest.param(name, arch, id=f"{name}-{arch}")
 
 
@@ -264,3 +259,9 @@ def test_a_ceiling_that_moved_more_than_ten_percent_is_explained():
     assert "bf16" not in note  # -2%: within 10%
     assert bench_mma.ceiling_changes([point("bf16", 600.0, 0.01)], before) is None
     assert "disagree" in bench_mma.ceiling_changes([point("int8", 1224.0, 0.09)], before)
+
+
+def test_arch_capability_reads_nvrtc_targets():
+    assert mma.arch_capability("sm_89") == (8, 9)
+    assert mma.arch_capability("sm_120") == (12, 0)
+    assert mma.arch_capability("sm_90a") == (9, 0)

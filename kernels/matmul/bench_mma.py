@@ -64,7 +64,7 @@ def compile_census() -> dict[tuple[str, str], object]:
     """Every census variant for every architecture that has its instruction, all compiled at
     once in parallel threads: ``{(variant, arch): nvrtc.Compiled}``."""
     jobs = [(name, CENSUS_CONFIG, arch) for arch in census_archs() for name in CENSUS_VARIANTS
-            if (int(arch[3:-1]), int(arch[-1])) >= mma.VARIANTS[name].min_sm]
+            if mma.arch_capability(arch) >= mma.VARIANTS[name].min_sm]
     return dict(zip([(name, arch) for name, _, arch in jobs], mma.compile_many(jobs),
                     strict=True))
 

@@ -361,12 +361,18 @@ def _matmul(v: Variant, a: torch.Tensor, b: torch.Tensor, config: Config | None 
     return out
 
 
+def arch_capability(arch: str) -> tuple[int, int]:
+    """The compute capability an NVRTC target names: ``"sm_89"`` -> (8, 9), ``"sm_90a"`` ->
+    (9, 0)."""
+    digits = arch.removeprefix("sm_").rstrip("af")
+    return int(digits[:-1]), int(digits[-1])
+
+
 def native_sass(v: str | Variant, arch: str) -> str | None:
     """The tensor-core SASS opcode this variant compiles to on ``arch``, per the census that
     tests/test_mma.py checks: None where the instruction is emulated (converted to another)."""
     v = variant(v)
-    major = int(arch.removeprefix("sm_")[:-1])
-    minor = int(arch[-1])
+    major, minor = arch_capability(arch)
     if (major, minor) < v.min_sm:
         return None
     if v.acc == "s32":
