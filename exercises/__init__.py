@@ -1,7 +1,8 @@
 """Auto-checked exercises: a stub cell the student edits, then a check cell that says how it went.
 
-At the end of each lesson an "Exercises" section holds, per exercise, a short statement, a stub
-cell (small, self-contained, the signature given) and a check cell::
+Each exercise sits right after its idea (at the end of that section of the notebook; the rest in
+a closing "Exercises" section): a short statement, a stub cell (small, self-contained, the
+signature given) and a check cell::
 
     import exercises
     exercises.check("01.sync", time_ms)
@@ -42,9 +43,11 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
    compare tensors with :func:`compare`, which rejects the wrong shape or dtype before it
    looks at values; and where the exercise asks for a Triton kernel, call
    :func:`expect_triton_kernel`, so plain PyTorch computing the same values does not pass.
-3. ``python -m course exercises sync NN`` writes the notebook's final "Exercises" section
-   from the registry; ``tests/test_exercises.py`` then runs every check against its solution
-   (must pass), its stub (must say not attempted) and the wrong answer (must fail, teaching).
+3. ``python -m course exercises sync NN`` writes the exercise cells into the notebook from the
+   registry: an exercise given ``section="4 · The swizzle"`` closes the section whose heading
+   contains that text (right after its idea), the others go to a final "Exercises" section;
+   ``tests/test_exercises.py`` then runs every check against its solution (must pass), its
+   stub (must say not attempted) and the wrong answer (must fail, teaching).
 """
 
 from __future__ import annotations
@@ -101,6 +104,9 @@ class Exercise:
     check: Callable  # check(*answers, report)
     intro: str = ""  # markdown above the stub
     before: tuple[str, ...] = ()  # code cells between the statement and the stub (tools)
+    # where the exercise sits: at the end of the notebook section whose heading contains this
+    # text (right after its idea); "" puts it in the closing "Exercises" section
+    section: str = ""
 
     @property
     def lesson(self) -> str:
@@ -135,9 +141,10 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
-             before: Sequence[str] = ()):
+             before: Sequence[str] = (), section: str = ""):
     """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
-    ``before``: code cells shown between the statement and the stub (a tool to run first)."""
+    ``before``: code cells shown between the statement and the stub (a tool to run first);
+    ``section``: text of the heading whose section the exercise closes (next to its idea)."""
     if not isinstance(id, str) or "." not in id:
         raise ValueError(f"id expected '<lesson>.<name>' (e.g. '01.sync'), got {id!r}")
     if not answers:
@@ -145,7 +152,8 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
 
     def register(fn: Callable) -> Callable:
         _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
-                                 check=fn, intro=intro, before=tuple(before))
+                                 check=fn, intro=intro, before=tuple(before),
+                                 section=section)
         return fn
 
     return register

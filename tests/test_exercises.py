@@ -40,9 +40,12 @@ def test_stub_is_not_attempted(ex):
     assert "not attempted" in str(result)
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
-def test_wrong_answer_fails_and_teaches(ex):
-    result = _run(ex, ANSWERS[ex.id][1], "wrong")
+WRONG = [(ex, label) for ex in EXERCISES for label in ANSWERS[ex.id][1]]
+
+
+@pytest.mark.parametrize(("ex", "label"), WRONG, ids=[f"{ex.id}-{label}" for ex, label in WRONG])
+def test_wrong_answer_fails_and_teaches(ex, label):
+    result = _run(ex, ANSWERS[ex.id][1][label], "wrong")
     if result.status == "cannot check here":
         pytest.skip(str(result))
     assert result.status == "not yet", str(result)
@@ -236,3 +239,24 @@ def test_triton_launches_counts_the_interpreters_launches_too():
     with exercises.triton_launches() as launched:
         torch.nn.functional.silu(torch.randn(3))
     assert launched == {}
+
+
+def test_an_exercise_with_a_section_closes_that_section():
+    from exercises import Exercise
+
+    def md(text):
+        return {"cell_type": "markdown", "metadata": {}, "source": [text]}
+
+    cells = [md("# 05 · title"), md("## 1 · Tiles\n\nwhy"), md("### a detail"), md("more"),
+             md("## 2 · The swizzle"), md("drawn"), md("## Takeaways")]
+    make = dict(stub="x = ...\n", answers=("x",), check=lambda x, report: None)
+    placed = notebook.place(cells, [Exercise("05.a", "A", section="1 · Tiles", **make),
+                                    Exercise("05.b", "B", section="swizzle", **make),
+                                    Exercise("05.c", "C", **make)])
+    roles = [(c["metadata"].get("exercise") or {}).get("id") or "".join(c["source"])[:12]
+             for c in placed]
+    assert roles == ["# 05 · title", "## 1 · Tiles", "### a detail", "more", "05.a", "05.a",
+                     "05.a", "## 2 · The s", "drawn", "05.b", "05.b", "05.b", "## Takeaways",
+                     "section", "05.c", "05.c", "05.c"]
+    with pytest.raises(ValueError, match=r"exactly one heading.*'nowhere'.*1 · Tiles"):
+        notebook.place(cells, [Exercise("05.d", "D", section="nowhere", **make)])
