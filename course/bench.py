@@ -35,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     records: dict[str, list[results.Record]] = defaultdict(list)
     notes: dict[str, list[str]] = defaultdict(list)
     modules = discover()
-    chosen = [m for m in modules if not args.only or any(o in m for o in args.only)]
+    # an exact module name picks that module alone (kernels.matmul.bench is also a prefix of
+    # kernels.matmul.bench_mma); otherwise every module whose name contains one of the words
+    chosen = ([m for m in modules if m in args.only]
+              or [m for m in modules if not args.only or any(o in m for o in args.only)])
     if not chosen:
         parser.error(f"only: no benchmark module matches {args.only}; known: {modules}")
     for name in chosen:

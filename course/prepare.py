@@ -161,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     warm = "every registered kernel, once"
     if _can_run(warm, ["cuda"]):  # it calls the kernels: after every build
         ok.append(_run(warm, _warm_kernels))
+    attention = "lesson 08's Triton kernels"
+    if _can_run(attention, ["triton-gpu"]):  # what notebook 08 compiles (61-97 s cold, H100)
+        from kernels.attention import bench as attention_bench
+
+        ok.append(_run(attention, attention_bench.prepare))
     print(f"prepared in {time.perf_counter() - start:.0f} s [{env.environment_line()}]")
     return 0 if all(ok) else 1
 

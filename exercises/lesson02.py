@@ -11,6 +11,7 @@ from torch.utils._pytree import tree_flatten
 from course_utils import env
 from exercises import (
     Mismatch,
+    _triton_launchers,
     bandwidth_verdict,
     compare,
     exercise,
@@ -45,6 +46,56 @@ def _try_call(fn, *args):
 
 
 # --------------------------------------------------------------------------------------------
+REVERSE_STUB = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def reverse_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """y[i] = x[n - 1 - i] for i < n; launched with grid (cdiv(n, BLOCK),)."""
+    ...
+'''
+REVERSE_BLOCK = 64
+
+
+def _guarded(n: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a tensor of n floats, the NaN guard right after it): a write there is out of bounds,
+    and under the interpreter it lands in the guard instead of someone else's memory."""
+    buffer = torch.full((n + 2 * REVERSE_BLOCK,), float("nan"), device=device)
+    return buffer[:n], buffer[n:]
+
+
+@exercise("02.reverse", title="Puzzle: reverse a vector in Triton", stub=REVERSE_STUB,
+          answers=("reverse_kernel",), section="A Triton kernel, line by line", intro=f"""
+Write the kernel only: `y[i] = x[n - 1 - i]`. The check launches it itself, with
+`BLOCK = {REVERSE_BLOCK}` and the grid `(triton.cdiv(n, BLOCK),)`, on n = 1, 7, 64 and 1000 (a
+ragged last program), with a guard zone after `y` that catches a store past the end. Two
+offsets this time: where each lane stores (its own `offsets`) and where it loads from. Without
+a GPU it runs under Triton's interpreter, at once.""")
+def check_reverse(reverse_kernel, report) -> None:
+    import triton
+
+    launchers = tuple(_triton_launchers())
+    expect(isinstance(reverse_kernel, launchers),
+           f"reverse_kernel is a {type(reverse_kernel).__name__}, not a @triton.jit kernel",
+           "decorate the function with @triton.jit and use tl.load / tl.store")
+    device = env.DEFAULT_DEVICE
+    for n in (1, 7, 64, 1000):
+        x = torch.randn(n + 2 * REVERSE_BLOCK, device=device)[:n]  # a read past x stays ours
+        y, guard = _guarded(n, device)
+        _try_call(lambda x, y, n: reverse_kernel[(triton.cdiv(n, REVERSE_BLOCK),)](
+            x, y, n, BLOCK=REVERSE_BLOCK), x, y, n)
+        expect(bool(guard.isnan().all()),
+               f"n={n}: your kernel stored past the end of y (the guard after it changed)",
+               "mask the store: the last program's lanes with offsets >= n must not write")
+        compare(y, x.flip(0), what=f"n={n}", hint="lane i loads x[n - 1 - i] (mask both "
+                "the load and the store with offsets < n)")
+    where = "under the interpreter" if env.TRITON_INTERPRET else "on the GPU"
+    report.line(f"reverses n = 1, 7, 64, 1000 {where}, nothing stored past the end")
+
+
+# --------------------------------------------------------------------------------------------
 BIAS_GELU_STUB = '''
 import torch
 import triton
@@ -75,7 +126,7 @@ def _bias_gelu_cases(device: str, dtype: torch.dtype):
 
 
 @exercise("02.bias_gelu", title="Fuse bias + GeLU in Triton", stub=BIAS_GELU_STUB,
-          answers=("bias_gelu",), intro="""
+          answers=("bias_gelu",), section="GeLU five ways", intro="""
 A `Linear` layer's bias add followed by GeLU is two kernels in eager PyTorch: the sum makes a
 round trip to DRAM. Write the fused kernel: each program loads `BLOCK` elements of `x`, the bias
 of each element's column (`offsets % n_cols`), computes GeLU (tanh form; `x / (1 + exp(-2u))`
@@ -109,7 +160,7 @@ PREDICT_STUB = '''
 # F.gelu(x + bias, approximate="tanh") for x of shape (4096, 4096) float32, bias of (4096,).
 UNFUSED_KERNELS = ...  # kernels launched by the two-op version, per call
 UNFUSED_BYTES = ...    # bytes those kernels read + write in DRAM, all together
-FUSED_BYTES = ...      # bytes your fused bias_gelu reads + writes
+FUSED_BYTES = ...      # bytes one fused bias + GeLU kernel reads + writes
 '''
 
 
@@ -134,11 +185,12 @@ def unfused_bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 @exercise("02.predict", title="Predict the bytes moved and the kernels launched",
           stub=PREDICT_STUB, answers=("UNFUSED_KERNELS", "UNFUSED_BYTES", "FUSED_BYTES"),
-          intro="""
+          section="How many kernels does each launch?", intro="""
 Napkin math before measuring: how many kernels does `F.gelu(x + bias)` launch, and how many
 bytes do they move (each kernel reads its inputs from DRAM and writes its output back)? How many
-does your fused kernel move? Give exact integers (within 5% passes). The check counts the
-kernels with `count_kernels` and the bytes with a `TorchDispatchMode`, as in section 1.""")
+would one fused kernel move (you write it after the measurements below)? Give exact integers
+(within 5% passes). The check counts the kernels with `count_kernels` and the bytes with a
+`TorchDispatchMode`, as in section 1.""")
 def check_predict(kernels, unfused_bytes, fused_bytes, report) -> None:
     from course_utils.profiling import count_kernels
 
@@ -188,7 +240,7 @@ def silu_mul(x):
 
 
 @exercise("02.silu_mul", title="SiLU-and-multiply in Triton", stub=SILU_MUL_STUB,
-          answers=("silu_mul",), intro="""
+          answers=("silu_mul",), section="GeLU five ways", intro="""
 The MLP of most LLMs computes `F.silu(a) * b` where `a` and `b` are the two halves of one
 projection `x` (shape `(rows, 2d)`): eager PyTorch launches three kernels. Write one. Output
 element `i` of `y` is row `i // d`, column `i % d`; it reads `x` at that row, columns `c` and

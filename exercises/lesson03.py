@@ -1,9 +1,11 @@
-"""Exercises of lesson 03: CUDA kernels (a vectorised SiLU, an out-of-bounds bug, index width).
+"""Exercises of lesson 03: CUDA kernels (a vectorised SiLU, an out-of-bounds bug, index width, a
+coalesced transpose through shared memory, a warp-shuffle row sum).
 
 The student's CUDA runs in a child process on a GPU: a misaligned 16-byte load or an
 out-of-bounds access poisons the CUDA context of the process that launched it, and the notebook
 must survive a wrong answer. ``python -m exercises.lesson03 <silu|scale> <file.cu>``
-is that child.
+is that child; the transpose and the row sum are checked by :mod:`exercises.cuda.checks`
+(their :data:`SPECS`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 
 from course_utils import env
 from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, needs
+from exercises.cuda import checks
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 SCALE_CU = CUDA_DIR / "scale_buggy.cu"
@@ -80,7 +83,15 @@ extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __res
 
 
 @exercise("03.silu", title="A vectorised SiLU in CUDA (NVRTC)", stub=SILU_STUB,
-          answers=("SILU_SOURCE",), intro=f"""
+          answers=("SILU_SOURCE",), section="3 · Naive and vectorised", intro=f"""
+**Compiling at run time.** Your kernel is a string, and the check hands it to **NVRTC**,
+CUDA's run-time compiler: a library (it comes with torch's CUDA wheels) that turns CUDA C++ into
+PTX or machine code inside this Python process, in tens of milliseconds, for any GPU
+architecture, with or without a GPU here. So a CPU-only machine still compiles your kernel and
+reads what it compiled to. The kernel is `extern "C"` so that its name is not mangled. Lesson
+04 goes deep (headers generated from Python values, caching, launching with arguments checked);
+here you only write the kernel.
+
 Write `silu_kernel` so that each thread moves 16 bytes per access, as `gelu_vectorized` does.
 It is launched with {BLOCK} threads per block and enough blocks for `ceil(n / 4)` threads;
 thread `t` handles elements `4t .. 4t+3`. A `float4` load needs a 16-byte aligned address
@@ -208,7 +219,8 @@ def _scale_child(path: str) -> dict:
 
 
 @exercise("03.oob", title="Find the out-of-bounds access with compute-sanitizer", stub=OOB_STUB,
-          answers=("BUG_LINE", "FIXED_LINE"), before=["""%%requires cuda nvcc
+          answers=("BUG_LINE", "FIXED_LINE"), section="compute-sanitizer",
+          before=["""%%requires cuda nvcc
 from exercises import lesson03
 
 print(lesson03.sanitize_scale())   # compute-sanitizer on the kernel below"""], intro="""
@@ -253,7 +265,7 @@ I_BECOMES = ...        # the value i takes for thread 0 of that block
 
 
 @exercise("03.index", title="When does a 32-bit index overflow?", stub=INDEX_STUB,
-          answers=("FIRST_BAD_BLOCK", "I_BECOMES"), intro="""
+          answers=("FIRST_BAD_BLOCK", "I_BECOMES"), section="1 · Grid, block, thread", intro="""
 The kernels of this lesson compute the global index in 64 bits. Why? With a 32-bit `int` and
 1024 threads per block, which is the first block whose thread 0 computes a wrong index, and what
 does it compute instead (two's complement wraps around)?""")
@@ -274,6 +286,142 @@ def check_index(first_bad_block, i_becomes, report) -> None:
            f"wraps to {int(i[bad]):,}", "2^31 wraps around to -2^31")
     report.line(f"block {bad:,} (element {bad * 1024:,} = 2^31) is where int indexing breaks; "
                 "a tensor of 2^31 bfloat16 elements is 4 GiB, common on an 80 GB GPU")
+
+
+# --------------------------------------------------------------------------------------------
+# Kernels the student writes, checked by exercises.cuda.checks (compile and SASS anywhere; run,
+# guard zone and compute-sanitizer on a GPU)
+# --------------------------------------------------------------------------------------------
+def _cdiv(n: int, d: int) -> int:
+    return max(1, -(-n // d))  # at least one block: an empty problem must still do nothing
+
+
+def _launch_transpose(kernel, x, y):
+    rows, cols = x.shape
+    kernel(x, y, rows, cols, grid=(_cdiv(cols, TILE), _cdiv(rows, TILE)), block=(TILE, 8))
+
+
+def _launch_warp_sum(kernel, x, y):
+    rows, cols = x.shape
+    kernel(x, y, rows, cols, grid=_cdiv(rows, BLOCK // 32), block=BLOCK)
+
+
+def _randn(shape, device):
+    return torch.randn(*shape, device=device)
+
+
+TILE = 32
+_READS_X = checks.Need(("LDG",), "the SASS has no global load (LDG): your kernel never reads x",
+                       "every output depends on x: load it")
+SPECS = {
+    "03.transpose": checks.Spec(
+        id="03.transpose", kernel="transpose", answer="TRANSPOSE_SOURCE",
+        sass=(_READS_X,
+              checks.Need(("STS",), "the SASS has no shared-memory store (STS): without a tile "
+                          "in shared memory, either the reads or the writes of a transpose are "
+                          "strided (uncoalesced)", "load a 32x32 tile into __shared__ float "
+                          "tile[32][33] with coalesced reads, then write it out transposed"),
+              checks.Need(("LDS",), "the SASS has no shared-memory load (LDS): the tile is "
+                          "written but never read back", "write y from the tile"),
+              checks.Need(("BAR",), "the SASS has no barrier (BAR): without __syncthreads() a "
+                          "thread may read a tile element before its neighbour has written it "
+                          "(a race)", "__syncthreads() between filling the tile and reading it")),
+        make=_randn, out_shape=lambda x: (x.shape[1], x.shape[0]), launch=_launch_transpose,
+        reference=lambda x: x.t().contiguous(),
+        shapes=((1, 1), (33, 65), (1000, 3), (3, 1000), (0, 7), (64, 64), (257, 129)),
+        bench_shape=(8192, 8192), nbytes=lambda x: 2 * x.numel() * 4,
+        peer="x.t().contiguous()", sanitize=("memcheck", "racecheck"),
+        hint="y has shape (cols, rows): y[c][r] = x[r][c]; check both bounds on the load (r < "
+             "rows, c < cols) and on the store, where the roles of the indices swap"),
+    "03.warp_sum": checks.Spec(
+        id="03.warp_sum", kernel="warp_row_sum", answer="WARP_SUM_SOURCE",
+        sass=(_READS_X,
+              checks.Need(("SHFL",), "the SASS has no shuffle (SHFL): the 32 lanes' partial "
+                          "sums are not added with __shfl_down_sync", "after the loop over "
+                          "columns: for (int offset = 16; offset > 0; offset /= 2) sum += "
+                          "__shfl_down_sync(0xffffffff, sum, offset);")),
+        make=_randn, out_shape=lambda x: (x.shape[0],), launch=_launch_warp_sum,
+        reference=lambda x: torch.sum(x, dim=-1, dtype=torch.float32),
+        shapes=((1, 1), (3, 31), (13, 33), (17, 1000), (0, 5), (4, 0), (1000, 7), (5, 4099)),
+        bench_shape=(1 << 18, 1024), nbytes=lambda x: x.numel() * 4 + x.shape[0] * 4,
+        peer="torch.sum", tolerance=(1e-3, 1e-4),
+        hint="lane l adds columns l, l + 32, ... < cols; after the shuffles lane 0 holds the "
+             "row's sum; rows past the last one (the last block's extra warps) do nothing"),
+}
+
+
+def solution_records(id: str, lesson: str) -> list:
+    """The reference solution of ``id`` measured on a GPU, for ``make bench`` (called by
+    ``kernels/row_sum/bench.py`` and ``kernels/strided_copy/bench.py``)."""
+    from exercises import load_cell
+    from exercises.solutions.lesson03 import SOLUTIONS
+
+    spec = SPECS[id]
+    source = load_cell(SOLUTIONS[id], f"bench_{id}")[spec.answer]
+    return checks.solution_records(spec, source, lesson)
+
+
+TRANSPOSE_STUB = r'''
+TRANSPOSE_SOURCE = r"""
+extern "C" __global__ void transpose(const float* __restrict__ x, float* __restrict__ y,
+                                     long long rows, long long cols) {
+    // y (cols x rows) = x (rows x cols) transposed. Block (32, 8) moves the 32x32 tile whose
+    // corner is x[blockIdx.y * 32][blockIdx.x * 32]: each thread copies 4 elements in, 4 out.
+    // 1. read the tile with threadIdx.x along x's columns (coalesced) into shared memory
+    // 2. wait until the whole tile is there
+    // 3. write it out with threadIdx.x along y's columns (coalesced), reading the tile
+    //    transposed; mind the edges of x on the way in and of y on the way out
+}
+"""
+'''
+
+
+@exercise("03.transpose", title="A coalesced transpose through shared memory",
+          stub=TRANSPOSE_STUB, answers=("TRANSPOSE_SOURCE",), section="6 · Coalescing",
+          intro="""
+The strided copy above is a transpose: reading `x` row by row writes `y` column by column, and
+one side is always strided. The way out is a tile in **shared memory**, the on-chip scratchpad
+a block shares: the block reads a 32x32 tile of `x` with neighbouring threads on neighbouring
+columns (coalesced), waits (`__syncthreads()`), then writes the tile *transposed* to `y`,
+again with neighbouring threads on neighbouring columns of `y`. Both DRAM sides are coalesced;
+the strided access happens in shared memory, which is built for it. Declare the tile
+`__shared__ float tile[32][33]`: the extra column shifts each row by one of shared memory's 32
+banks, so reading a tile column does not make 32 threads queue on one bank.
+
+It is launched with blocks of (32, 8) threads and a grid of (ceil(cols / 32), ceil(rows / 32))
+blocks. The check compiles it with NVRTC (any machine) and reads the SASS for shared-memory
+stores and loads (`STS`, `LDS`), a barrier (`BAR`) and no spills; on a GPU it runs it on
+awkward shapes in a child process, with a guard zone after `y`, under compute-sanitizer's
+memcheck and racecheck, and measures it against the copy bandwidth.""")
+def check_transpose(source, report) -> None:
+    checks.check(SPECS["03.transpose"], source, report)
+
+
+WARP_SUM_STUB = r'''
+WARP_SUM_SOURCE = r"""
+extern "C" __global__ void warp_row_sum(const float* __restrict__ x, float* __restrict__ y,
+                                        long long rows, long long cols) {
+    // y[row] = x[row][0] + ... + x[row][cols - 1], one warp (32 lanes) per row, 8 rows per
+    // 256-thread block. Lane l adds columns l, l + 32, l + 64, ... (coalesced), then the
+    // lanes' 32 partial sums are added with __shfl_down_sync; lane 0 stores the row's sum.
+}
+"""
+'''
+
+
+@exercise("03.warp_sum", title="A warp-shuffle row sum", stub=WARP_SUM_STUB,
+          answers=("WARP_SUM_SOURCE",), section="A warp per row", intro=f"""
+Write `warp_row_sum`: warp `w` of block `b` sums row `8b + w` of a row-major float32 `x`
+(`rows x cols`), in float32, and lane 0 writes it to `y[row]`. It is launched with {BLOCK}
+threads per block and `ceil(rows / 8)` blocks, so the last block may have warps with no row:
+they must not write. `threadIdx.x / 32` is the warp, `threadIdx.x % 32` the lane.
+
+The check compiles it with NVRTC (any machine) and reads the SASS for the shuffles (`SHFL`)
+and no spills; on a GPU it runs it in a child process on awkward shapes (empty rows and
+columns, rows that are not a multiple of 8, a guard zone after `y`) against `x.sum(-1)`,
+under memcheck, and measures it against the copy bandwidth.""")
+def check_warp_sum(source, report) -> None:
+    checks.check(SPECS["03.warp_sum"], source, report)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ extern "C" __global__ void scale_shift(const float* x, float* y, float a, float 
 
 
 @exercise("04.generic", title="One kernel for float32, float16 and bfloat16", stub=GENERIC_STUB,
-          answers=("SCALE_SHIFT_SOURCE",), intro="""
+          answers=("SCALE_SHIFT_SOURCE",), section="__CUDA_NO_HALF_OPERATORS__",
+          intro="""
 `scale_shift` computes `y = a·x + b` for float32 only. Make it generic over the element type
 with the generated header: the check compiles it with `defines={"scalar_t": dtype}` for
 float32, float16 and bfloat16, *with PyTorch's flags* (`-D__CUDA_NO_HALF_OPERATORS__` and
@@ -118,7 +119,7 @@ def add_variants(blocks, arch):
 
 
 @exercise("04.sweep", title="Sweep the block size with NVRTC", stub=SWEEP_STUB,
-          answers=("add_variants",), intro="""
+          answers=("add_variants",), section="The header-generation workflow", intro="""
 `kernels/add/add.cu` takes its block size from the generated header (`BLOCK`, also in
 `__launch_bounds__(BLOCK)`). Write `add_variants`: one NVRTC compile per block size, for
 float32 (`scalar_t`), for `arch`. Each compile takes milliseconds, which is what makes such a
@@ -187,7 +188,8 @@ __global__ void fill(T* out, std::int64_t n, T value) {
 
 
 @exercise("04.libcu", title="No host headers under NVRTC", stub=LIBCU_STUB,
-          answers=("HOST_HEADERS_SOURCE",), intro="""
+          answers=("HOST_HEADERS_SOURCE",), section="The missing-header lesson",
+          intro="""
 This kernel compiles with nvcc and fails with NVRTC: there is no host C++ standard library.
 Make it compile with NVRTC using libcu++ (`<cuda/std/...>`, namespace `cuda::std`), keeping the
 64-bit index and the `static_assert`. The check compiles `fill<float>` and `fill<int>` for

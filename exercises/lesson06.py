@@ -72,7 +72,7 @@ def _supports_cases():
 
 
 @exercise("06.supports", title="supports(): a reason, never an exception", stub=SUPPORTS_STUB,
-          answers=("gemv_supports",), intro="""
+          answers=("gemv_supports",), section="a reason, never an exception", intro="""
 The registry's two tiers of validation, for a kernel of your own: a *malformed* problem (shapes
 that do not line up) is the caller's bug and raises `ValueError` naming the operand, "expected
 X, got Y"; a well-formed problem this kernel cannot run *here* is not a bug, and `supports()`
@@ -157,7 +157,8 @@ KEY = ("matmul", "mine", "fp64 rows")
 
 
 @exercise("06.byok", title="Bring your own kernel: register, find, unregister", stub=BYOK_STUB,
-          answers=("register_mine", "find_mine", "unregister_mine"), intro="""
+          answers=("register_mine", "find_mine", "unregister_mine"),
+          section="Registering, and discovery", intro="""
 Write a small FP64 matmul in Triton, one program per row of `out` and `BLOCK_N` columns (a
 loop over K in steps of `BLOCK_K`: load a piece of the row of `a` and a `BLOCK_K x BLOCK_N`
 piece of `b`, masked at the edges, and accumulate `tl.sum(a[:, None] * b, axis=0)`). Then give it
@@ -262,7 +263,8 @@ def _described(k) -> bool:
 
 
 @exercise("06.where", title="A metadata filter that selects exactly", stub=WHERE_STUB,
-          answers=("wide_thread_per_output",), intro="""
+          answers=("wide_thread_per_output",), section="Registering, and discovery",
+          intro="""
 `get_kernels("matmul", where=...)` hands every registered matmul to your predicate: the eager
 reference, the steps of lesson 05, every `mma.sync` variant and the FP64 GEMMs, and their
 `meta` dicts do not all have the same keys. Write the predicate its docstring describes. The

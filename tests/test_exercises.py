@@ -17,7 +17,7 @@ def _run(ex, source: str, label: str) -> exercises.Result:
 
 
 def test_every_lesson_has_three_exercises():
-    for lesson in ("01", "02", "03", "04", "05", "06", "07"):
+    for lesson in ("01", "02", "03", "04", "05", "06", "07", "08"):
         assert len(exercises.all_exercises(lesson)) >= 3, lesson
 
 

@@ -1,5 +1,18 @@
 """Solutions (and known-wrong answers) of lesson 02's exercises."""
 
+
+_REVERSE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def reverse_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + (n - 1 - offsets), mask=mask), mask=mask)
+'''
+
 _BIAS_GELU = '''
 import torch
 import triton
@@ -59,6 +72,7 @@ def silu_mul(x):
 '''
 
 SOLUTIONS = {
+    "02.reverse": _REVERSE,
     "02.bias_gelu": _BIAS_GELU,
     "02.predict": '''
 UNFUSED_KERNELS = 2                                  # add, gelu
@@ -69,6 +83,15 @@ FUSED_BYTES = 2 * (4096 * 4096 * 4) + 4096 * 4       # x and bias in, y out
 }
 
 WRONG = {
+    "02.reverse": {
+        # lane i reads x[n - i]: one past the end for i = 0, and x[0] is never read
+        "off-by-one edge": _REVERSE.replace("n - 1 - offsets", "n - offsets"),
+        # the store is not masked: the last program's extra lanes write past the end of y
+        "out-of-bounds write": _REVERSE.replace("mask=mask), mask=mask)", "mask=mask))"),
+        "plain PyTorch": "def reverse_kernel(x, y, n, BLOCK=64):\n    y.copy_(x.flip(0))\n",
+        "a constant": _REVERSE.replace("tl.load(x_ptr + (n - 1 - offsets), mask=mask)",
+                                       "tl.zeros((BLOCK,), dtype=tl.float32)"),
+    },
     # the bias indexed by the flat offset instead of the column
     "02.bias_gelu": _BIAS_GELU.replace("bias_ptr + offsets % n_cols", "bias_ptr + offsets"
                                        ).replace("mask=mask).to(tl.float32)\n    u",

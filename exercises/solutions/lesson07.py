@@ -81,3 +81,57 @@ def l2_footprint(tiles, bm, bn, k, elem_bytes):
     return (len(a_rows) * bm + len(b_cols) * bn) * k * elem_bytes
 ''',
 }
+
+# -- a kernel the student writes ---------------------------------------------------------------
+
+SOLUTIONS["07.parity"] = '''
+RING_WAIT = r"""
+// tile kt is phase kt / 2 of slot kt % 2's barrier: the parity flips each time the ring wraps
+__host__ __device__ constexpr u32 tile_parity(int kt) {
+    return (kt / 2) & 1;
+}
+
+__device__ __forceinline__ void ring_wait(u64* bar, u32 parity) {
+    u32 done = 0;
+    while (!done) {  // try_wait gives up after a while: ask again until the phase completes
+        asm volatile("{\\n .reg .pred p;\\n"
+                     " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
+                     " selp.u32 %0, 1, 0, p;\\n}"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    }
+}
+"""
+'''
+
+
+def _parity(old: str, new: str) -> str:
+    source = SOLUTIONS["07.parity"]
+    assert old in source, old
+    return source.replace(old, new)
+
+
+WRONG["07.parity"] = {
+    # the slot's parity (kt % 2) instead of the phase's: right for tiles 0 and 1 only, then a
+    # wait returns at once for a phase that completed one lap earlier
+    "parity of the slot, not of the phase": _parity("return (kt / 2) & 1;", "return kt & 1;"),
+    # off by one lap: a fresh barrier counts its phase "before 0" as completed, so the first
+    # waits return before any byte has landed
+    "off-by-one phase": _parity("return (kt / 2) & 1;", "return ((kt / 2) & 1) ^ 1;"),
+    # a constant parity: the ring never flips
+    "a constant": _parity("return (kt / 2) & 1;", "return 0;"),
+    # one try_wait and on: it can give up before the tile has landed
+    "no loop": _parity("""    u32 done = 0;
+    while (!done) {  // try_wait gives up after a while: ask again until the phase completes
+        asm volatile""", """    u32 done = 0;
+    {
+        asm volatile"""),
+    # the parity argument ignored: the instruction waits for parity 0 every time
+    "fixed parity in the instruction": _parity('"r"(parity) : "memory"', '"n"(0) : "memory"')
+    .replace("[%1], %2;", "[%1], 0;"),
+    "plain PyTorch": '''
+import torch
+
+def RING_WAIT(a, b):
+    return a @ b
+''',
+}

@@ -85,3 +85,6 @@ from kernels.matmul import fp64  # noqa: E402, F401, I001
 
 # lesson 07's Hopper kernels (TMA + wgmma) register themselves the same way
 from kernels.matmul import hopper  # noqa: E402, F401, I001
+
+# lesson 05's bridge to Triton: a tl.dot matmul, autotuned on a GPU (registers itself on import)
+from kernels.matmul import triton_dot  # noqa: E402, F401, I001

@@ -1,0 +1,65 @@
+"""PyTorch's own fused attention, ``F.scaled_dot_product_attention``, one backend at a time:
+the peers every provider of lesson 08 is measured against.
+
+* ``flash``: FlashAttention-2 (Tri Dao's kernels, ``mma.sync``), the algorithm of ``triton_fwd.py``;
+* ``cudnn``: NVIDIA cuDNN's fused attention, which on Hopper uses ``wgmma`` and TMA
+  (FlashAttention-3-class);
+* ``efficient``: the memory-efficient kernels of xFormers (also fp32).
+
+``torch.nn.attention.sdpa_kernel`` pins one backend; a backend that cannot take a problem raises
+instead of falling back, so each is what its name says.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from kernels.registry import register
+
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+DTYPES = {"flash": (torch.float16, torch.bfloat16), "cudnn": (torch.float16, torch.bfloat16),
+          "efficient": (torch.float32, torch.float16, torch.bfloat16)}
+MIN_CAPABILITY = {"flash": (8, 0), "cudnn": (8, 0), "efficient": (5, 0)}
+
+
+def attention(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              causal: bool = False) -> torch.Tensor:
+    with sdpa_kernel(BACKENDS[backend]):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+           causal: bool = False) -> str | None:
+    """The limits the backends document, in words (PyTorch would otherwise raise or warn)."""
+    d = q.shape[-1]
+    if backend in ("flash", "cudnn") and (d % 8 or d > (256 if backend == "flash" else 128)):
+        top = 256 if backend == "flash" else 128
+        return f"head dims that are multiples of 8 up to {top}; got D = {d}"
+    if causal and q.shape[2] != k.shape[2] and backend == "flash":
+        return ("is_causal with Sq != Sk: the flash backend refuses it (PyTorch 2.11: "
+                f"'No available kernel'); got Sq = {q.shape[2]}, Sk = {k.shape[2]}")
+    if backend == "cudnn" and (q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1):
+        return "the head dim must be contiguous"
+    return None
+
+
+def make(backend: str):
+    def run(q, k, v, causal=False):
+        return attention(backend, q, k, v, causal)
+
+    def check(q, k, v, causal=False):
+        return reason(backend, q, k, v, causal)
+
+    run.__name__ = f"sdpa_{backend}"
+    return run, check
+
+
+for _name in BACKENDS:
+    _run, _check = make(_name)
+    register("attention", f"sdpa_{_name}", fn=_run, dtypes=DTYPES[_name], devices=("cuda",),
+             needs=("cuda",), min_capability=MIN_CAPABILITY[_name], check=_check,
+             meta={"fused": True, "peer": True, "backward": "PyTorch's (same backend)"},
+             description=f"F.scaled_dot_product_attention, {_name} backend only")

@@ -1,0 +1,252 @@
+"""FlashAttention-2's forward in Triton: the scores never leave the chip.
+
+One program owns ``BLOCK_M`` queries of one (batch, head). It keeps them in registers with three
+running quantities per row: ``m`` (the largest score seen, in log2 units), ``l`` (the sum of
+``2^(score - m)``) and ``acc`` (the sum of those weights times the values), and walks the keys
+``BLOCK_N`` at a time (:func:`attend_block`, the online softmax of ``online_softmax.py``):
+
+* ``QKᵀ`` of the block on the tensor cores (``tl.dot``, fp32 accumulation);
+* the new maximum, the factor ``alpha = 2^(m_old - m_new)`` that rescales what was summed so far,
+  the block's weights ``p = 2^(s - m_new)``;
+* ``acc = alpha · acc + p V`` (``p`` rounded to the input's 16-bit type for the tensor cores).
+
+At the end ``O = acc / l``, and the log-sum-exp ``m + log2(l)`` is saved (4 bytes a query) so
+the backward can recompute any block's ``p`` without a second pass over the keys.
+
+Three things make it fast, and each is in the code:
+
+* **exp2 with the scale folded in.** ``softmax(s/√D)`` uses ``e^x = 2^(x·log2 e)``: the kernel
+  multiplies the scores once by ``log2(e)/√D`` and calls ``exp2``, the GPU's native instruction.
+* **Masks only where needed.** Key blocks that every query of the program may see run without a
+  mask; only the blocks on the causal diagonal and the ragged last block (``Sk`` not a multiple of
+  ``BLOCK_N``) take the masked path (:func:`key_range` gives both ranges).
+* **Causal block skipping.** Keys after the program's last query are never loaded: a causal
+  forward does half the work.
+
+Any strides (a ``(B, S, H, D)`` projection viewed as ``(B, H, S, D)`` is read in place); head
+dims 16, 32, 64, 128; fp16 and bf16 (fp32 too, exact, at a fraction of the speed). On a CPU it
+runs in Triton's interpreter, which computes bf16 ``tl.dot`` wrongly: fp16 and fp32 there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from course_utils import env
+
+HEAD_DIMS = (16, 32, 64, 128)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+LOG2E = 1.4426950408889634  # log2(e): e^x = 2^(x * log2 e)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch configuration: what a ``triton.Config`` holds."""
+
+    block_m: int  # queries per program (a multiple of block_n: the causal diagonal is exact)
+    block_n: int  # keys per step of the loop
+    num_warps: int = 4
+    num_stages: int = 3  # shared-memory buffers of the compiler's software pipeline
+
+    def __str__(self) -> str:
+        return (f"{self.block_m}x{self.block_n}, {self.num_warps} warps, "
+                f"{self.num_stages} stages")
+
+
+# The interpreter pays per program and per loop step, not per element: large blocks are cheap.
+INTERPRETER = Config(32, 32)
+
+
+def gpu_config(head_dim: int, dtype: torch.dtype, causal: bool) -> Config:
+    """The configuration chosen on the H100 (``python -m kernels.attention.gpu_check`` times ten
+    candidates; bf16, B=4, S=4096: D=128 64x64/4 warps 1.12 ms, 128x64/8 warps 1.14 ms,
+    128x64/4 warps 2.59 ms (registers spill); D=64 128x64/8 warps best)."""
+    if dtype == torch.float32:  # 4-byte tiles: fewer keys per step fit in shared memory
+        return Config(64, 32, num_warps=4, num_stages=2)
+    if head_dim >= 128:
+        return Config(64, 64, num_warps=4, num_stages=3)
+    return Config(128, 64, num_warps=8, num_stages=3)
+
+
+@triton.jit
+def key_range(q_start, seq_k, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr):
+    """(full_end, end): keys [0, full_end) need no mask for queries [q_start, q_start+BLOCK_M);
+    keys [full_end, end) need one; keys from ``end`` on are never visible (causal skipping)."""
+    whole_blocks = (seq_k // BLOCK_N) * BLOCK_N  # past it, the ragged last block
+    if CAUSAL:
+        # query i sees key j <= i: keys before q_start are seen by every query of the program
+        full_end = tl.minimum(q_start, whole_blocks)
+        end = tl.minimum(q_start + BLOCK_M, seq_k)
+    else:
+        full_end = whole_blocks
+        end = seq_k
+    return full_end, end
+
+
+@triton.jit
+def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
+                 IEEE: tl.constexpr):
+    """One step of the loop: fold a block of keys (k, v) into the running (acc, m_i, l_i)."""
+    if IEEE:  # fp32 inputs: exact products, not tf32
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
+    if MASKED:
+        s = tl.where(key_ok, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # log2 units: the scale folded in
+    p = tl.math.exp2(s * qk_scale - m_new[:, None])  # one FMA and one exp2 per score
+    alpha = tl.math.exp2(m_i - m_new)  # how much the old sums shrink (0 on the first block)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if IEEE:
+        acc = tl.dot(p, v, acc * alpha[:, None], input_precision="ieee")
+    else:
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, m_new, l_i
+
+
+@triton.jit
+def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
+                         sqb, sqh, sqs, sqd, skb, skh, sks, skd,
+                         svb, svh, svs, svd, sob, soh, sos, sod,
+                         n_heads, seq_q, seq_k, qk_scale,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // n_heads).to(tl.int64)
+    h = (bh % n_heads).to(tl.int64)
+    q_start = start_m * BLOCK_M
+    rows = q_start + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    row_ok = rows < seq_q
+
+    q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :] * sqd,
+                mask=row_ok[:, None], other=0.0)
+    k_ptrs = k_ptr + b * skb + h * skh + cols[:, None] * sks + dims[None, :] * skd
+    v_ptrs = v_ptr + b * svb + h * svh + cols[:, None] * svs + dims[None, :] * svd
+
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    full_end, end = key_range(q_start, seq_k, CAUSAL, BLOCK_M, BLOCK_N)
+
+    # the blocks every query sees whole: no mask, no bounds check
+    for start_n in range(0, full_end, BLOCK_N):
+        k = tl.load(k_ptrs + start_n * sks)
+        v = tl.load(v_ptrs + start_n * svs)
+        acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, 0, False, IEEE)
+    # the causal diagonal and the ragged last block: masked
+    for start_n in range(full_end, end, BLOCK_N):
+        key = start_n + cols
+        key_ok = (key < seq_k)[None, :]
+        if CAUSAL:
+            key_ok = key_ok & (key[None, :] <= rows[:, None])
+        k = tl.load(k_ptrs + start_n * sks, mask=(key < seq_k)[:, None], other=0.0)
+        v = tl.load(v_ptrs + start_n * svs, mask=(key < seq_k)[:, None], other=0.0)
+        acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, True, IEEE)
+
+    # every real row has seen key 0, so l_i > 0; padded rows are not stored
+    o = acc / l_i[:, None]
+    tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :] * sod,
+             o.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(lse_ptr + bh.to(tl.int64) * seq_q + rows, m_i + tl.math.log2(l_i), mask=row_ok)
+
+
+@triton.jit
+def key_range_probe(q_starts_ptr, out_ptr, seq_k, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    """Store what :func:`key_range` gives each program: the forward's two loop bounds."""
+    i = tl.program_id(0)
+    full_end, end = key_range(tl.load(q_starts_ptr + i), seq_k, CAUSAL, BLOCK_M, BLOCK_N)
+    tl.store(out_ptr + 2 * i, full_end)
+    tl.store(out_ptr + 2 * i + 1, end)
+
+
+def key_ranges(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int,
+               device: str | None = None) -> list[tuple[int, int, int]]:
+    """``[(q_start, full_end, end)]`` for every program of a forward over ``seq_q`` queries:
+    :func:`key_range` run by Triton (the interpreter on a CPU), for drawing and checking."""
+    device = device or ("cpu" if env.TRITON_INTERPRET else "cuda")
+    starts = torch.arange(0, seq_q, block_m, dtype=torch.int32, device=device)
+    out = torch.zeros(2 * len(starts), dtype=torch.int32, device=device)
+    key_range_probe[(len(starts),)](starts, out, seq_k, CAUSAL=causal, BLOCK_M=block_m,
+                                    BLOCK_N=block_n)
+    return [(s, f, e) for s, (f, e) in zip(starts.tolist(), out.view(-1, 2).tolist(),
+                                            strict=True)]
+
+
+def block_map(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int):
+    """A (query blocks × key blocks) grid: 2 where a block runs unmasked, 1 masked, 0 skipped."""
+    grid = torch.zeros(triton.cdiv(seq_q, block_m), triton.cdiv(seq_k, block_n),
+                       dtype=torch.int8)
+    for q_start, full_end, end in key_ranges(seq_q, seq_k, causal, block_m, block_n):
+        row = q_start // block_m
+        grid[row, : full_end // block_n] = 2
+        grid[row, full_end // block_n: triton.cdiv(end, block_n)] = 1
+    return grid
+
+
+# -- what a machine and a problem allow ---------------------------------------------------------
+
+
+def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> str | None:
+    """Why this kernel cannot run the (validated) problem here, in plain words (None: it can)."""
+    d = q.shape[-1]
+    if d not in HEAD_DIMS:
+        return f"head dims {', '.join(map(str, HEAD_DIMS))}; got q with D = {d}"
+    if q.dtype not in DTYPES:
+        return f"fp16, bf16 or fp32; got q of {str(q.dtype)[6:]}"
+    if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k, v)):
+        return "the head dim must be contiguous (stride 1 in the last dimension)"
+    if env.TRITON_INTERPRET:
+        if q.is_cuda:
+            return "Triton's interpreter (TRITON_INTERPRET=1) reads CPU tensors; got q on cuda"
+        if q.dtype == torch.bfloat16:
+            return ("Triton's interpreter computes bf16 tl.dot wrongly (it converts bf16 after "
+                    "loading); on a CPU use fp16 or fp32, on a GPU bf16 runs")
+        return None
+    if not q.is_cuda:
+        return f"compiled Triton reads GPU memory: needs CUDA tensors; got q on {q.device.type}"
+    major, minor = torch.cuda.get_device_capability(q.device)
+    if major < 8:
+        return (f"needs sm_80+ (bf16 and tf32 tensor cores); this GPU is "
+                f"sm_{major}{minor}")
+    return None
+
+
+def config_for(q: torch.Tensor, causal: bool) -> Config:
+    if env.TRITON_INTERPRET:
+        return INTERPRETER
+    return gpu_config(q.shape[-1], q.dtype, causal)
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, *,
+            config: Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(O, lse2)``: the attention output (B, H, Sq, D) in q's dtype, and the log-sum-exp of
+    each query's scaled scores in base 2 (float32, (B, H, Sq)), which the backward reuses.
+    Inputs are validated and checked by the caller (the registry, :mod:`autograd`)."""
+    b, h, seq_q, d = q.shape
+    seq_k = k.shape[2]
+    o = torch.empty((b, h, seq_q, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, h, seq_q), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse
+    if seq_k == 0:  # no keys: the weighted sum of nothing, as the eager reference gives
+        return o.zero_(), lse.fill_(float("-inf"))
+    config = config or config_for(q, causal)
+    launch = {} if env.TRITON_INTERPRET else {"num_warps": config.num_warps,
+                                              "num_stages": config.num_stages}
+    grid = (triton.cdiv(seq_q, config.block_m), b * h)
+    attention_fwd_kernel[grid](
+        q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        h, seq_q, seq_k, LOG2E / math.sqrt(d),
+        HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
+        IEEE=q.dtype == torch.float32, **launch)
+    return o, lse
