@@ -3,8 +3,8 @@ every known-wrong answer (must not), printing each verdict; with ``--record``, w
 solutions' checks printed to ``docs/results/exercises-gpu.json``, which the same checks show on
 a machine without a GPU (:func:`exercises.kernel_checks.recorded_lines`).
 
-    python -m exercises.gpu_check_kernels                 # lessons 05 and 07's kernel exercises
-    python -m exercises.gpu_check_kernels 05.smem --record
+    python -m exercises.gpu_check_kernels                 # the kernel exercises of 03, 05, 07
+    python -m exercises.gpu_check_kernels 03.transpose 05.smem --record
     python -m exercises.gpu_check_kernels --all           # every exercise of the course
 
 Exit status 1 when a solution does not pass or a wrong answer passes.
@@ -21,7 +21,8 @@ import exercises
 from course_utils import env
 from exercises import kernel_checks, solutions
 
-KERNEL_EXERCISES = ("05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity")
+KERNEL_EXERCISES = ("03.transpose", "03.warp_sum", "05.smem", "05.swizzle_cuda", "05.triton_dot",
+                    "07.parity")
 
 
 def _run(id: str, source: str, label: str) -> exercises.Result:
@@ -53,13 +54,14 @@ def check(ids) -> tuple[dict[str, exercises.Result], list[str]]:
 
 
 def record(results: dict[str, exercises.Result]) -> None:
-    """Add the solutions' GPU results to :data:`kernel_checks.RECORDED` (others are kept)."""
+    """Add the solutions' GPU results to :data:`kernel_checks.RECORDED`, each with the
+    environment it ran in (the other exercises' records are kept)."""
     path = kernel_checks.RECORDED
     data = json.loads(path.read_text()) if path.exists() else {}
-    data["environment"] = env.environment()
+    stamp = env.environment()
     entries = data.setdefault("exercises", {})
     for id, result in results.items():
-        entries[id] = {"status": result.status, "lines": result.lines}
+        entries[id] = {"status": result.status, "lines": result.lines, "environment": stamp}
     data["exercises"] = dict(sorted(entries.items()))
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     print(f"\nwrote {len(results)} results to {path.relative_to(env.ROOT)}")
@@ -71,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("ids", nargs="*", help=f"exercise ids (default: {KERNEL_EXERCISES})")
     parser.add_argument("--all", action="store_true", help="every registered exercise")
     parser.add_argument("--record", action="store_true",
-                        help="write the solutions' results (only those that passed)")
+                        help="write the results of the solutions that passed, for the "
+                             "exercises whose check shows them on a CPU (kernel_checks.CHILDREN)")
     args = parser.parse_args(argv)
     if not env.HAS_CUDA:
         print("needs a CUDA GPU: on a CPU `pytest tests/test_exercises.py` runs what it can")
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ids = [e.id for e in exercises.all_exercises()] if args.all else args.ids or KERNEL_EXERCISES
     results, failures = check(ids)
     if args.record:
-        record({id: r for id, r in results.items() if r.passed and id in KERNEL_EXERCISES})
+        record({id: r for id, r in results.items() if r.passed and id in kernel_checks.CHILDREN})
     print("\n" + ("all solutions pass and every known-wrong answer is rejected" if not failures
                   else "FAILURES:\n" + "\n".join(failures)))
     return 1 if failures else 0

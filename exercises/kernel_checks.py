@@ -1,41 +1,66 @@
-"""What the CUDA exercises of lessons 05 and 07 share: the student's code spliced into a given
-kernel (``exercises/cuda/``), compiled by NVRTC (any machine, no GPU), its SASS read for what
-the statement asks, run on a GPU in a child process (a crash cannot take the notebook down) and
-under compute-sanitizer, and, for a machine without a GPU, the recorded GPU result of the
-reference solution.
+"""Checking a CUDA kernel a student wrote, on every machine, and saying which checks ran.
 
-On a CPU a check verifies what compiles everywhere and then answers "cannot check here" with
-exactly what it verified and what needs a GPU: the values a kernel computes are only known by
-running it. ``python -m exercises.kernel_checks <exercise id> <source file>`` is the child that
-runs a student's kernel on the GPU; ``python -m exercises.gpu_check_kernels`` (on a GPU) runs
-every solution and known-wrong answer and records the solutions' results.
+An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: described by a
+:class:`Spec` and checked by :func:`check_spec`), or code spliced into a given kernel
+``exercises/cuda/<name>.cu`` at its ``// ==== your code`` line (05.smem, 05.swizzle_cuda,
+07.parity: their lessons compose the steps below). The steps:
+
+1. **compile** with NVRTC (any machine, no GPU): a compile error shows the compiler's first
+   errors (:func:`compile_answer`); ``constexpr`` functions of the answer are evaluated by the
+   compiler too (:func:`constant_table`);
+2. **read the SASS**: the census holds what the statement asks for (:class:`Need`: ``SHFL`` for
+   warp shuffles, ``STS``/``LDS`` for a shared-memory tile, ``LDG`` for reading the input at
+   all), no local memory (:func:`expect_no_spills`), and a barrier between the stores into
+   shared memory and the loads from it, both ways inside a loop (:func:`shared_memory_races`);
+3. **without a GPU**: "cannot check here", listing what was verified, what needs a GPU, and the
+   reference solution's recorded GPU result (:func:`cpu_verdict`; the record is written by
+   ``python -m exercises.gpu_check_kernels --record`` on a GPU);
+4. **on a GPU**: the kernel runs in a child process (a faulting kernel poisons the CUDA context
+   of its process; the notebook must survive it) on awkward shapes, with a guard zone of NaN
+   after the output that catches a write past its end (:func:`run_child`, :func:`guarded`),
+   then under compute-sanitizer's memcheck and racecheck (:func:`sanitize`), then it is timed.
+
+``python -m exercises.kernel_checks <exercise id> <source file> [--small]`` is the child: it
+runs the exercise's child function (:data:`CHILDREN`) and prints its verdict.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from course_utils import env
-from exercises import CannotCheck, Mismatch, expect, needs
+from exercises import CannotCheck, Mismatch, Report, compare, expect, needs
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 # the GPU results of the reference solutions, written by exercises/gpu_check_kernels.py
 RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
-# the child that runs each exercise's kernel on a GPU: "module:function(source) -> verdict"
+# the child that runs each exercise's kernel on a GPU: "module:function(source, small) ->
+# verdict" (a dict: {"ok": True, ...}, {"mismatch", "hint"}; progress lines {"case": ...})
 CHILDREN = {
-    "05.smem": "exercises.lesson05:smem_child",
-    "05.swizzle_cuda": "exercises.lesson05:swizzle_child",
+    "03.transpose": "exercises.lesson03:transpose_child",
+    "03.warp_sum": "exercises.lesson03:warp_sum_child",
+    "05.smem": "exercises.lesson05_kernels:smem_child",
+    "05.swizzle_cuda": "exercises.lesson05_kernels:swizzle_child",
     "07.parity": "exercises.lesson07:parity_child",
 }
+GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
+SPLICED = ("the line numbers count from the first line of the kernel file the cell above shows, "
+           "with your code in place of the '==== your code' line")
+WHOLE = "the line numbers count from the first line of your source string"
 
 
 # --------------------------------------------------------------------------------------------
-# Compiling
+# Compiling (any machine)
 # --------------------------------------------------------------------------------------------
 
 
@@ -46,12 +71,16 @@ def numbered(name: str) -> str:
     return "\n".join(f"{i:3d}  {line}" for i, line in enumerate(lines, 1))
 
 
-def expect_source(source, name: str) -> None:
-    """Mismatch unless the answer is CUDA source text (not a PyTorch function, not a number)."""
+def expect_source(source, name: str, kernel: str | None = None) -> None:
+    """Mismatch unless the answer is CUDA source text (not a PyTorch function, not a number);
+    with ``kernel``, a whole kernel: it must declare a ``__global__`` function."""
     expect(isinstance(source, str),
            f"{name} is a {type(source).__name__}; expected CUDA source code as a string "
            "(the exercise asks for a kernel, not for PyTorch that computes the same values)",
            f'keep the stub\'s {name} = r""" ... """ and write CUDA between the quotes')
+    if kernel:
+        expect("__global__" in source, f"{name} holds no __global__ function: it is not a "
+               "CUDA kernel", f'declare it: extern "C" __global__ void {kernel}(...)')
 
 
 def splice(path: Path, code: str) -> str:
@@ -65,9 +94,10 @@ def splice(path: Path, code: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compile_answer(source: str, name: str, label: str, **kwargs):
+def compile_answer(source: str, name: str, label: str, *, hint: str = SPLICED, **kwargs):
     """NVRTC compile (no GPU needed); a compile error is a Mismatch showing NVRTC's first
-    errors. ``kwargs`` go to :func:`course_utils.nvrtc.compile` (default: sm_90, a CUBIN)."""
+    errors, ``hint`` saying where its line numbers count from. ``kwargs`` go to
+    :func:`course_utils.nvrtc.compile` (default: sm_90, a CUBIN)."""
     from course_utils import nvrtc
 
     needs("nvrtc")
@@ -77,28 +107,9 @@ def compile_answer(source: str, name: str, label: str, **kwargs):
     except nvrtc.CompileError as err:
         errors = [ln for ln in str(err).splitlines() if "error" in ln][:3]
         raise Mismatch(f"{label} does not compile:\n" + "\n".join(errors or [str(err)]),
-                       "line numbers count from the first line of the kernel file the cell "
-                       "above shows, with your code in place of the '==== your code' line"
-                       ) from None
-
-
-def sass_report(compiled):
-    """The SASS census of a compiled CUBIN; CannotCheck where nothing can disassemble."""
-    from course_utils import sass
-
-    if reason := sass.unavailable_reason():
-        raise CannotCheck(f"it compiles; reading its SASS needs a disassembler: {reason}")
-    return sass.report(compiled)
-
-
-def expect_no_spills(report, label: str) -> None:
-    res = report.resources
-    spilled = res.spill_store_bytes + res.spill_load_bytes
-    expect(res.stack_bytes == 0 and spilled == 0,
-           f"{label}: {res.registers} registers a thread and a {res.stack_bytes}-byte stack "
-           f"frame, {spilled} bytes of local-memory traffic (LDL/STL): the kernel spills or "
-           "keeps an array in local memory", "index per-thread arrays with constants (unrolled "
-           "loops) so they stay in registers")
+                       hint) from None
+    except ValueError as err:  # the kernel's name is not in the source
+        raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from None
 
 
 def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
@@ -122,8 +133,46 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------
-# Reading the SASS: shared-memory stores, barriers and loads in program order
+# Reading the SASS (any machine with a disassembler)
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the SASS must hold: one of ``opcodes`` at least, else ``message`` and ``hint``."""
+
+    opcodes: tuple[str, ...]
+    message: str
+    hint: str
+
+
+def sass_report(compiled):
+    """The SASS census of a compiled CUBIN; CannotCheck where nothing can disassemble."""
+    from course_utils import sass
+
+    if reason := sass.unavailable_reason():
+        raise CannotCheck(f"it compiles; reading its SASS needs a disassembler: {reason}")
+    return sass.report(compiled)
+
+
+def expect_opcodes(report, wanted) -> str:
+    """Mismatch at the first :class:`Need` of ``wanted`` the census lacks; else what it holds
+    of them, in words ("4 STS, 8 LDS")."""
+    for need in wanted:
+        expect(report.count(*need.opcodes) > 0, need.message, need.hint)
+    shown = sorted({op for need in wanted for op in need.opcodes if report.census[op]})
+    return ", ".join(f"{report.census[op]} {op}" for op in shown)
+
+
+def expect_no_spills(report, label: str) -> None:
+    res = report.resources
+    spilled = res.spill_store_bytes + res.spill_load_bytes
+    expect(res.stack_bytes == 0 and spilled == 0,
+           f"{label}: {res.registers} registers a thread and a {res.stack_bytes}-byte stack "
+           f"frame, {spilled} bytes of local-memory traffic (LDL/STL): the kernel spills or "
+           "keeps an array in local memory", "index per-thread arrays with constants (unrolled "
+           "loops) so they stay in registers")
+
 
 _LINE = re.compile(r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_]*)"
                    r"(?P<mods>[.\w]*)(?P<rest>[^;]*);")
@@ -195,14 +244,14 @@ def shared_memory_races(sass: str) -> str | None:
     for start, end in loops:
         body = [kind for addr, kind in events if start <= addr <= end]
         if _unbarriered(body + body) == "LS":
-            return ("inside the K loop, the next iteration's stores into shared memory (STS) "
+            return ("inside the loop, the next iteration's stores into shared memory (STS) "
                     "follow this iteration's loads (LDS) with no barrier (BAR.SYNC) between: a "
                     "fast thread overwrites the tile while slower ones still read it")
     return None
 
 
 # --------------------------------------------------------------------------------------------
-# The recorded GPU result of the reference solution
+# Without a GPU: what was verified, and the reference solution's recorded GPU result
 # --------------------------------------------------------------------------------------------
 
 
@@ -212,16 +261,16 @@ def recorded_lines(id: str) -> list[str]:
     data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
     found = data.get("exercises", {}).get(id)
     if not found:
+        where = RECORDED.relative_to(env.ROOT) if RECORDED.is_relative_to(env.ROOT) else RECORDED
         return ["no GPU run of the reference solution is recorded yet "
-                f"(python -m exercises.gpu_check_kernels --record on a GPU writes "
-                f"{RECORDED.relative_to(env.ROOT)})"]
-    stamp = data.get("environment", {})
+                f"(python -m exercises.gpu_check_kernels --record on a GPU writes {where})"]
+    stamp = found.get("environment") or data.get("environment", {})
     head = (f"the reference solution on {stamp.get('device', 'a GPU')} (recorded "
             f"{stamp.get('date', '?')}, git {stamp.get('git', '?')}): {found['status']}")
     return [head, *(f"  {line}" for line in found["lines"])]
 
 
-def cpu_verdict(id: str, report, verified: list[str], needs_gpu: str) -> CannotCheck:
+def cpu_verdict(id: str, report: Report, verified: list[str], needs_gpu: str) -> CannotCheck:
     """The end of a check on a machine without a (suitable) GPU: what it verified and the
     reference solution's recorded GPU result (as ``report`` lines), and what it could not
     verify (the CannotCheck to raise)."""
@@ -233,8 +282,15 @@ def cpu_verdict(id: str, report, verified: list[str], needs_gpu: str) -> CannotC
 
 
 # --------------------------------------------------------------------------------------------
-# Running the student's kernel on a GPU, in a child process
+# On a GPU: the student's kernel in a child process, then under compute-sanitizer
 # --------------------------------------------------------------------------------------------
+
+
+def guarded(n: int, device: str, guard: int = GUARD) -> tuple[torch.Tensor, torch.Tensor]:
+    """(an output of n float32, the NaN guard right after it): the kernel may write the output
+    and nothing else; any guard element no longer NaN is a write past the end."""
+    buffer = torch.full((n + guard,), float("nan"), device=device)
+    return buffer[:n], buffer[n:]
 
 
 def _source_file(id: str, source: str) -> Path:
@@ -243,59 +299,160 @@ def _source_file(id: str, source: str) -> Path:
     return path
 
 
+def _said(out: str) -> list[dict]:
+    return [json.loads(ln) for ln in (out or "").splitlines() if ln.startswith("{")]
+
+
 def run_child(id: str, source: str, timeout: int = 300) -> dict:
-    """Run the student's kernel ``source`` (the spliced kernel file) on the GPU in a child
-    process; its verdict as a dict ({"ok"}, {"mismatch", "hint"} or {"crash", "case"})."""
+    """Run the student's kernel ``source`` (the whole program) on the GPU in a child process;
+    its verdict as a dict ({"ok"}, {"mismatch", "hint"} or {"crash", "case"})."""
     path = _source_file(id, source)
     try:
         done = subprocess.run([sys.executable, "-m", __name__, id, str(path)],
                               capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
                               env=env.child_environment())
     except subprocess.TimeoutExpired as err:  # a wait that never completes hangs the kernel
-        out = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout or ""
-        said = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        said = _said(err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout)
         return {"crash": f"no answer after {timeout} s (a hang: a wait that never completes?)",
                 "case": said[-1].get("case", "loading the kernel") if said else
                 "loading the kernel"}
-    said = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    said = _said(done.stdout)
     if said and "case" not in said[-1]:
         return said[-1]
+    # it died: name the case it was running (its last progress line) and the error
     tail = [ln for ln in (done.stderr or "").splitlines() if ln.strip()][-1:]
     return {"crash": tail[0] if tail else f"exit status {done.returncode}",
             "case": said[-1]["case"] if said else "loading the kernel"}
 
 
-def expect_child_ok(result: dict, hint: str) -> None:
+def expect_child_ok(result: dict, hint: str, crash_hint: str = "") -> None:
+    """Mismatch unless the child's verdict is ok: the case it crashed on, or its mismatch."""
     if "crash" in result:
         raise Mismatch(f"your kernel crashed the GPU on the case {result['case']!r}: "
-                       f"{result['crash']}", hint)
+                       f"{result['crash']}", crash_hint or hint)
     if "mismatch" in result:
-        raise Mismatch(result["mismatch"], result.get("hint", hint))
+        raise Mismatch(result["mismatch"], result.get("hint") or hint)
 
 
 def sanitize(id: str, source: str, tools=("memcheck", "racecheck")) -> list[str]:
-    """The child under compute-sanitizer's ``tools`` (side by side): a Mismatch naming the
-    first error, else one line per tool. Without compute-sanitizer, a line saying so."""
+    """The child (its small cases) under compute-sanitizer's ``tools``, side by side: a Mismatch
+    naming the first errors, else one line per tool. Without compute-sanitizer, a line saying
+    so."""
     from course_utils import sanitizer
 
     if sanitizer.path() is None:
-        return ["compute-sanitizer not found (it ships with the CUDA toolkit): memcheck and "
-                "racecheck skipped"]
+        return [f"compute-sanitizer not found (it ships with the CUDA toolkit): "
+                f"{' and '.join(tools)} skipped"]
     path = _source_file(id, source)
     lines = []
-    for tool, run in zip(tools, sanitizer.run_all(tools, __name__, id, str(path), "--small"),
-                         strict=True):
+    for tool, run in zip(tools, sanitizer.run_all(tools, __name__, id, str(path), "--small",
+                                                  timeout=600), strict=True):
         if not run.clean:
             first = [ln for ln in run.output.splitlines()
                      if ln.startswith("=========") and ln.strip("= ")][:4]
             raise Mismatch(f"compute-sanitizer --tool {tool}: {run.summary_line}\n"
                            + "\n".join(first),
                            {"memcheck": "an access outside a tensor: check every index "
-                                        "against M, N and K before it is used",
+                                        "against the sizes before it is used",
                             "racecheck": "two threads touch one shared-memory word with no "
                                          "__syncthreads between"}.get(tool, ""))
         lines.append(f"compute-sanitizer --tool {tool}: {run.summary_line.strip('= ')}")
     return lines
+
+
+# --------------------------------------------------------------------------------------------
+# A whole kernel in a string, described by a Spec (lesson 03)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    id: str
+    kernel: str  # the kernel's name in the student's source
+    answer: str  # the name the stub defines (the source string)
+    sass: tuple[Need, ...]  # what the census must show, checked in order
+    make: Callable[[tuple[int, ...], str], torch.Tensor]  # (shape, device) -> input
+    out_shape: Callable[[torch.Tensor], tuple[int, ...]]  # x -> the shape of y (float32)
+    launch: Callable  # launch(kernel, x, y): the launch the statement describes
+    reference: Callable[[torch.Tensor], torch.Tensor]
+    shapes: tuple[tuple[int, ...], ...]  # the awkward shapes a GPU tries
+    bench_shape: tuple[int, ...]
+    nbytes: Callable[[torch.Tensor], int]  # bytes a call must move (for GB/s)
+    sanitize: tuple[str, ...] = ("memcheck",)  # compute-sanitizer tools run on a GPU
+    tolerance: tuple[float, float] = (0.0, 0.0)  # (atol, rtol)
+    hint: str = ""  # for a wrong value
+    barriers: bool = False  # a tile in shared memory: a barrier between its stores and loads
+
+
+def _shapes(shapes) -> str:
+    return ", ".join("x".join(map(str, s)) for s in shapes)
+
+
+def check_spec(spec: Spec, source, report: Report) -> None:
+    """Everything this machine can check of a whole-kernel answer; on a CPU, CannotCheck naming
+    what needs a GPU."""
+    expect_source(source, spec.answer, kernel=spec.kernel)
+    found = sass_report(compile_answer(source, spec.kernel, spec.answer, hint=WHOLE))
+    held = expect_opcodes(found, spec.sass)
+    if race := spec.barriers and shared_memory_races(found.sass):
+        raise Mismatch(race, "__syncthreads() between filling the tile and reading it")
+    expect_no_spills(found, "your kernel")
+    verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}, "
+                f"{found.resources.registers} registers a thread, no local memory")
+    if not env.HAS_CUDA:
+        raise cpu_verdict(spec.id, report, [verified], "running it on awkward shapes "
+                          f"({_shapes(spec.shapes[:4])}, ...) against the reference, a guard "
+                          f"zone past the output, compute-sanitizer ({', '.join(spec.sanitize)})"
+                          " and the speed: they need a GPU")
+    report.line(verified)
+    expect_child_ok(run_child(spec.id, source), spec.hint, "an index past the end of x or y: "
+                    "check every thread's bounds before it loads or stores")
+    report.line(f"matches the reference on {_shapes(spec.shapes)} (in a child process; "
+                "nothing written past the output)")
+    for line in sanitize(spec.id, source, spec.sanitize):
+        report.line(line)
+    from course_utils import nvrtc
+    from exercises import bandwidth_verdict
+
+    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)  # it ran clean in the child
+    x = spec.make(spec.bench_shape, "cuda")
+    y = torch.empty(spec.out_shape(x), device="cuda")
+    bandwidth_verdict(report, lambda: spec.launch(kernel, x, y), (), spec.nbytes(x))
+
+
+def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda") -> dict:
+    """Every shape against the reference, the guard untouched (``kernel``: the loaded answer,
+    or any callable taking the same arguments, so this runs on a CPU too)."""
+    for shape in shapes or spec.shapes:
+        label = "x".join(map(str, shape))
+        print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
+        x = spec.make(shape, device)
+        out = spec.out_shape(x)
+        y, guard = guarded(math.prod(out), device)
+        y = y.view(out)
+        spec.launch(kernel, x, y)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if not guard.isnan().all():
+            first = int(torch.nonzero(~guard.isnan())[0])
+            return {"mismatch": f"{label}: your kernel wrote past the end of y (element "
+                                f"{y.numel() + first}, y has {y.numel()})",
+                    "hint": "a thread whose row or column is out of range must not store"}
+        try:
+            atol, rtol = spec.tolerance
+            compare(y.cpu(), spec.reference(x).cpu(), what=label, atol=atol, rtol=rtol)
+        except Mismatch as wrong:
+            return {"mismatch": wrong.message}
+    return {"ok": True}
+
+
+def spec_child(spec: Spec, source: str, small: bool) -> dict:
+    """The child of a whole-kernel answer: every shape (``small``: the last one only, for the
+    sanitizer)."""
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
+    return run_cases(spec, kernel, shapes=spec.shapes[-1:] if small else None)
 
 
 def main(argv: list[str]) -> int:
@@ -304,7 +461,8 @@ def main(argv: list[str]) -> int:
     from course_utils import sanitizer
 
     if sanitizer.active():
-        # every tensor its own allocation of its exact size, so memcheck sees a write past C
+        # every tensor its own allocation of its exact size, so memcheck sees a write past the
+        # end (read by the CUDA allocator at its first allocation, still to come)
         import os
 
         os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")

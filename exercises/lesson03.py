@@ -4,8 +4,9 @@ coalesced transpose through shared memory, a warp-shuffle row sum).
 The student's CUDA runs in a child process on a GPU: a misaligned 16-byte load or an
 out-of-bounds access poisons the CUDA context of the process that launched it, and the notebook
 must survive a wrong answer. ``python -m exercises.lesson03 <silu|scale> <file.cu>``
-is that child; the transpose and the row sum are checked by :mod:`exercises.cuda.checks`
-(their :data:`SPECS`).
+is that child for the SiLU and the scale kernel; the transpose and the row sum are whole kernels
+checked by :mod:`exercises.kernel_checks` (their :data:`SPECS`, run by
+:func:`transpose_child` and :func:`warp_sum_child` there).
 """
 
 from __future__ import annotations
@@ -19,31 +20,13 @@ import numpy as np
 import torch
 
 from course_utils import env
-from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, needs
-from exercises.cuda import checks
+from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, kernel_checks
+from exercises.kernel_checks import Need, Spec
 
-CUDA_DIR = env.ROOT / "exercises" / "cuda"
-SCALE_CU = CUDA_DIR / "scale_buggy.cu"
+SCALE_CU = kernel_checks.CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256
 # line numbers in compute-sanitizer's report (a file's own, thanks to nvrtc's #line directive)
 SCALE_OPTIONS = {"options": ["-lineinfo"], "verbose": False}
-
-
-def _compile(source: str, name: str, label: str, **kwargs):
-    """NVRTC compile for sm_90 PTX (works without a GPU); a compile error becomes a Mismatch
-    that shows NVRTC's first errors."""
-    from course_utils import nvrtc
-
-    needs("nvrtc")
-    try:
-        return nvrtc.compile(source, name, arch="sm_90", output="ptx", verbose=False, **kwargs)
-    except nvrtc.CompileError as err:
-        errors = [ln for ln in str(err).splitlines() if "error:" in ln][:3]
-        raise Mismatch(f"{label} does not compile:\n" + "\n".join(errors or [str(err)]),
-                       "the line numbers count from the first line of your source string"
-                       ) from None
-    except ValueError as err:  # e.g. the kernel name is not in the source
-        raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from err
 
 
 def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
@@ -104,7 +87,8 @@ odd lengths, empty and misaligned tensors, then measures it against the copy ban
 def check_silu(source, report) -> None:
     expect(isinstance(source, str), f"SILU_SOURCE is a {type(source).__name__}; expected the "
            "kernel's source as a string")
-    compiled = _compile(source, "silu_kernel", "SILU_SOURCE")
+    compiled = kernel_checks.compile_answer(source, "silu_kernel", "SILU_SOURCE", output="ptx",
+                                            hint=kernel_checks.WHOLE)
     ptx = compiled.ptx
     expect("ld.global.nc.v4.f32" in ptx or "ld.global.v4.f32" in ptx,
            "the PTX has no 16-byte load (ld.global.v4.f32): every load moves 4 bytes",
@@ -243,7 +227,8 @@ def check_oob(bug_line, fixed_line, report) -> None:
     lines = SCALE_CU.read_text().splitlines()
     lines[bug_line - 1] = fixed_line
     fixed = "\n".join(lines) + "\n"
-    _compile(fixed, "scale", "your fixed kernel")
+    kernel_checks.compile_answer(fixed, "scale", "your fixed kernel", output="ptx",
+                                 hint="the line numbers are the kernel's above")
     report.line(f"line {bug_line} it is; the fixed kernel compiles")
     if not env.HAS_CUDA:
         report.line("on a GPU this check also runs compute-sanitizer on your fix")
@@ -289,7 +274,7 @@ def check_index(first_bad_block, i_becomes, report) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Kernels the student writes, checked by exercises.cuda.checks (compile and SASS anywhere; run,
+# Kernels the student writes, checked by exercises.kernel_checks (compile and SASS anywhere; run,
 # guard zone and compute-sanitizer on a GPU)
 # --------------------------------------------------------------------------------------------
 def _cdiv(n: int, d: int) -> int:
@@ -311,54 +296,53 @@ def _randn(shape, device):
 
 
 TILE = 32
-_READS_X = checks.Need(("LDG",), "the SASS has no global load (LDG): your kernel never reads x",
-                       "every output depends on x: load it")
+_READS_X = Need(("LDG",), "the SASS has no global load (LDG): your kernel never reads x",
+                "every output depends on x: load it")
 SPECS = {
-    "03.transpose": checks.Spec(
+    "03.transpose": Spec(
         id="03.transpose", kernel="transpose", answer="TRANSPOSE_SOURCE",
         sass=(_READS_X,
-              checks.Need(("STS",), "the SASS has no shared-memory store (STS): without a tile "
-                          "in shared memory, either the reads or the writes of a transpose are "
-                          "strided (uncoalesced)", "load a 32x32 tile into __shared__ float "
-                          "tile[32][33] with coalesced reads, then write it out transposed"),
-              checks.Need(("LDS",), "the SASS has no shared-memory load (LDS): the tile is "
-                          "written but never read back", "write y from the tile"),
-              checks.Need(("BAR",), "the SASS has no barrier (BAR): without __syncthreads() a "
-                          "thread may read a tile element before its neighbour has written it "
-                          "(a race)", "__syncthreads() between filling the tile and reading it")),
+              Need(("STS",), "the SASS has no shared-memory store (STS): without a tile in "
+                   "shared memory, either the reads or the writes of a transpose are strided "
+                   "(uncoalesced)", "load a 32x32 tile into __shared__ float tile[32][33] with "
+                   "coalesced reads, then write it out transposed"),
+              Need(("LDS",), "the SASS has no shared-memory load (LDS): the tile is written but "
+                   "never read back", "write y from the tile"),
+              Need(("BAR",), "the SASS has no barrier (BAR): without __syncthreads() a thread "
+                   "may read a tile element before its neighbour has written it (a race)",
+                   "__syncthreads() between filling the tile and reading it")),
         make=_randn, out_shape=lambda x: (x.shape[1], x.shape[0]), launch=_launch_transpose,
         reference=lambda x: x.t().contiguous(),
         shapes=((1, 1), (33, 65), (1000, 3), (3, 1000), (0, 7), (64, 64), (257, 129)),
         bench_shape=(8192, 8192), nbytes=lambda x: 2 * x.numel() * 4,
-        peer="x.t().contiguous()", sanitize=("memcheck", "racecheck"),
+        sanitize=("memcheck", "racecheck"), barriers=True,
         hint="y has shape (cols, rows): y[c][r] = x[r][c]; check both bounds on the load (r < "
              "rows, c < cols) and on the store, where the roles of the indices swap"),
-    "03.warp_sum": checks.Spec(
+    "03.warp_sum": Spec(
         id="03.warp_sum", kernel="warp_row_sum", answer="WARP_SUM_SOURCE",
         sass=(_READS_X,
-              checks.Need(("SHFL",), "the SASS has no shuffle (SHFL): the 32 lanes' partial "
-                          "sums are not added with __shfl_down_sync", "after the loop over "
-                          "columns: for (int offset = 16; offset > 0; offset /= 2) sum += "
-                          "__shfl_down_sync(0xffffffff, sum, offset);")),
+              Need(("SHFL",), "the SASS has no shuffle (SHFL): the 32 lanes' partial sums are "
+                   "not added with __shfl_down_sync", "after the loop over columns: for (int "
+                   "offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffff, "
+                   "sum, offset);")),
         make=_randn, out_shape=lambda x: (x.shape[0],), launch=_launch_warp_sum,
         reference=lambda x: torch.sum(x, dim=-1, dtype=torch.float32),
         shapes=((1, 1), (3, 31), (13, 33), (17, 1000), (0, 5), (4, 0), (1000, 7), (5, 4099)),
         bench_shape=(1 << 18, 1024), nbytes=lambda x: x.numel() * 4 + x.shape[0] * 4,
-        peer="torch.sum", tolerance=(1e-3, 1e-4),
+        tolerance=(1e-3, 1e-4),
         hint="lane l adds columns l, l + 32, ... < cols; after the shuffles lane 0 holds the "
              "row's sum; rows past the last one (the last block's extra warps) do nothing"),
 }
 
 
-def solution_records(id: str, lesson: str) -> list:
-    """The reference solution of ``id`` measured on a GPU, for ``make bench`` (called by
-    ``kernels/row_sum/bench.py`` and ``kernels/strided_copy/bench.py``)."""
-    from exercises import load_cell
-    from exercises.solutions.lesson03 import SOLUTIONS
+def transpose_child(source: str, small: bool) -> dict:
+    """The GPU child of 03.transpose (run by :func:`exercises.kernel_checks.run_child`)."""
+    return kernel_checks.spec_child(SPECS["03.transpose"], source, small)
 
-    spec = SPECS[id]
-    source = load_cell(SOLUTIONS[id], f"bench_{id}")[spec.answer]
-    return checks.solution_records(spec, source, lesson)
+
+def warp_sum_child(source: str, small: bool) -> dict:
+    """The GPU child of 03.warp_sum (run by :func:`exercises.kernel_checks.run_child`)."""
+    return kernel_checks.spec_child(SPECS["03.warp_sum"], source, small)
 
 
 TRANSPOSE_STUB = r'''
@@ -394,7 +378,7 @@ stores and loads (`STS`, `LDS`), a barrier (`BAR`) and no spills; on a GPU it ru
 awkward shapes in a child process, with a guard zone after `y`, under compute-sanitizer's
 memcheck and racecheck, and measures it against the copy bandwidth.""")
 def check_transpose(source, report) -> None:
-    checks.check(SPECS["03.transpose"], source, report)
+    kernel_checks.check_spec(SPECS["03.transpose"], source, report)
 
 
 WARP_SUM_STUB = r'''
@@ -421,7 +405,7 @@ and no spills; on a GPU it runs it in a child process on awkward shapes (empty r
 columns, rows that are not a multiple of 8, a guard zone after `y`) against `x.sum(-1)`,
 under memcheck, and measures it against the copy bandwidth.""")
 def check_warp_sum(source, report) -> None:
-    checks.check(SPECS["03.warp_sum"], source, report)
+    kernel_checks.check_spec(SPECS["03.warp_sum"], source, report)
 
 
 if __name__ == "__main__":

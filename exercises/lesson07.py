@@ -14,6 +14,7 @@ import torch
 
 from course_utils import env
 from exercises import Mismatch, compare, exercise, expect, kernel_checks
+from exercises.kernel_checks import Need
 
 
 def _layout():
@@ -244,6 +245,11 @@ def _first_difference(got, want: list[tuple[int, int]]) -> str:
 RING_CU = kernel_checks.CUDA_DIR / "ring2.cu"
 RING_KERNEL = "wgmma_ring2<128, 128>"
 RING_TILE = (128, 128)
+RING_SASS = (  # what the kernel's census must hold, checked in order
+    Need(("SYNCS",), "the kernel's SASS has no mbarrier wait (SYNCS)",
+         "ring_wait must wait on the barrier it is given"),
+    Need(("HGMMA",), "the kernel's SASS has no HGMMA", "keep the given kernel"),
+)
 PARITY_STUB = '''
 RING_WAIT = r"""
 // the parity of the phase of full[kt % 2] that completes when K tile kt has landed
@@ -347,9 +353,7 @@ def check_parity(code, report) -> None:
            "before the phase completes (it waits a while, then gives up), and the warps would "
            "read a slot whose tile has not landed", "while (!try_wait(...)) {}")
     sass = kernel_checks.sass_report(_ring_compile(program, RING_KERNEL))
-    expect(sass.count("SYNCS") > 0, "the kernel's SASS has no mbarrier wait (SYNCS)",
-           "ring_wait must wait on the barrier it is given")
-    expect(sass.count("HGMMA") > 0, "the kernel's SASS has no HGMMA", "keep the given kernel")
+    kernel_checks.expect_opcodes(sass, RING_SASS)
     kernel_checks.expect_no_spills(sass, "the kernel")
     verified = (f"tile_parity(0..7) = {parities}; ring_wait spins on mbarrier.try_wait.parity "
                 f"with its parity argument; {RING_KERNEL} compiles for sm_90a "

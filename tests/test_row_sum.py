@@ -8,8 +8,7 @@ import torch
 
 import kernels
 from course_utils import env
-from exercises import lesson03
-from exercises.cuda import checks
+from exercises import kernel_checks, lesson03
 from kernels.row_sum import bench
 from kernels.row_sum import nvrtc as row_sum_nvrtc
 
@@ -59,25 +58,22 @@ def test_the_benchmark_gives_every_kernel_a_number_or_a_reason():
 
 
 def test_a_cpu_check_shows_the_recorded_gpu_result(tmp_path, monkeypatch):
-    record = {"lesson": "03_row_sum", "what": "exercise 03.warp_sum reference solution float32 "
-              "262144x1024", "value": 2900.0, "unit": "GB/s", "ceiling": 3000.0,
-              "ceiling_what": "device copy bandwidth, same run", "peer": 2800.0,
-              "peer_what": "torch.sum, same run"}
-    (tmp_path / "some-gpu.json").write_text(json.dumps(
-        {"environment": {"device": "Some GPU", "torch": "2.11", "date": "today", "git": "abc"},
-         "records": [record]}))
-    monkeypatch.setattr(env, "RESULTS_DIR", tmp_path)
-    line = checks.recorded("03.warp_sum")
-    assert "Some GPU" in line and "2,900 GB/s = 97% of copy" in line and "1.04x torch.sum" in line
-    assert "no recorded GPU run" in checks.recorded("03.transpose")
+    record = {"exercises": {"03.warp_sum": {
+        "status": "passed", "lines": ["matches the reference on 1x1, 3x31", "speed: 2,900 GB/s"],
+        "environment": {"device": "Some GPU", "torch": "2.11", "date": "today", "git": "abc"}}}}
+    path = tmp_path / "exercises-gpu.json"
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(kernel_checks, "RECORDED", path)
+    lines = kernel_checks.recorded_lines("03.warp_sum")
+    assert "Some GPU" in lines[0] and "passed" in lines[0] and "  speed: 2,900 GB/s" in lines
+    assert "no GPU run" in kernel_checks.recorded_lines("03.transpose")[0]
 
 
-def test_the_cuda_exercise_child_names_the_case_it_died_on(tmp_path):
+def test_the_cuda_exercise_child_names_the_case_it_died_on():
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")
-    path = tmp_path / "answer.cu"
-    path.write_text("extern \"C\" __global__ void warp_row_sum() {}")
-    result = checks._child("run", lesson03.SPECS["03.warp_sum"], path)
+    result = kernel_checks.run_child("03.warp_sum",
+                                     "extern \"C\" __global__ void warp_row_sum() {}")
     assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
 
 
@@ -103,7 +99,9 @@ def test_the_gpu_cases_catch_a_write_past_the_end_and_a_wrong_value():
     def last_column_lost(x, y, rows, cols, grid, block):
         y[:] = x[:, :-1].sum(-1)
 
-    assert checks.run_cases(spec, right, device="cpu") == {"ok": True}
-    assert "wrote past the end of y" in checks.run_cases(spec, past_the_end, device="cpu")[
-        "mismatch"]
-    assert "elements differ" in checks.run_cases(spec, last_column_lost, device="cpu")["mismatch"]
+    def run(kernel):
+        return kernel_checks.run_cases(spec, kernel, device="cpu")
+
+    assert run(right) == {"ok": True}
+    assert "wrote past the end of y" in run(past_the_end)["mismatch"]
+    assert "elements differ" in run(last_column_lost)["mismatch"]
