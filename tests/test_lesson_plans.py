@@ -50,7 +50,14 @@ def test_the_lesson_opens_with_its_plan_and_closes_with_what_comes_next(path):
         f"{path.name}: the takeaways do not say what comes next"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# 05 is two lectures' material (the climb; the variants, census and tuning): splitting it is
+# open (issue 24), so its test must fail until it is split (strict: a pass is an error)
+TOO_LONG = {"05_mma_matmul"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="05 is not split yet")) if p.stem in TOO_LONG else p
+    for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
 def test_a_notebook_is_a_lecture_not_two(path):
     cells = json.loads(path.read_text())["cells"]
     code = sum(c["cell_type"] == "code" for c in cells)

@@ -1,7 +1,8 @@
 """The first stairs of the course's matmul climb, recorded: lesson 05's steps at 4096³ bf16.
 
 Lesson 05 climbs from one thread per output (``steps/naive.cu``) through shared-memory tiles
-(``steps/smem_tiled.cu``) and a first ``mma.sync`` (``steps/mma_simple.cu``) to ``mma.cu``;
+(``steps/smem_tiled.cu``), a first ``mma.sync`` (``steps/mma_simple.cu``) and the pipeline's
+ideas one at a time (``kernels/matmul/steps/__init__.py`` lists the steps) to ``mma.cu``;
 lesson 07 goes on with ``wgmma`` and records its own steps (``kernels/matmul/hopper/bench.py``).
 This module records the first part with cuBLAS of the same run as the peer, so that the course
 map (:mod:`kernels.course_map`) draws the whole staircase from the records on any machine.
@@ -17,10 +18,11 @@ from __future__ import annotations
 import torch
 
 from course_utils import env, plots, results, timing
+from kernels.matmul import figures
 
 LESSON = "05_matmul_steps"
 SIZE = 4096
-FULL_KERNEL = "4_mma.cu"  # where the steps lead: lesson 05's full kernel, tuned where it can be
+FULL_KERNEL = "13_mma.cu"  # where the steps lead: lesson 05's full kernel, tuned where it can be
 PEER = "torch.mm (cuBLAS), same run"
 
 
@@ -53,8 +55,12 @@ def run(quick: bool = False) -> list[results.Record]:
         return []
     size = 2048 if quick else SIZE
     cublas, found = measure(size)
-    print(plots.stamped_table([{"step": s, "TFLOP/s": v, "of cuBLAS": v / cublas}
-                               for s, v in found.items()],
+    ratios = [None, *figures.step_ratios(found)]
+    print(plots.stamped_table([{"step": s, "TFLOP/s": v, "× step before": r or "",
+                                "of cuBLAS": v / cublas}
+                               for (s, v), r in zip(found.items(), ratios, strict=True)],
                               title=f"the steps, bf16 {size}³ (cuBLAS {cublas:,.0f} TFLOP/s)"))
+    print(f"largest step: ×{max(ratios[1:]):.2f} (lesson 05's target: at most ×2.5)")
+    plots.save(figures.staircase(found, cublas, size, env.device_info().name), "05_staircase")
     return [results.Record(LESSON, what(step, size), value, "TFLOP/s", peer=cublas,
                            peer_what=PEER) for step, value in found.items()]

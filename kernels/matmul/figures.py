@@ -5,6 +5,7 @@
     figures.fragments()           # which lane holds which element of A, B, C (m16n8k16)
     figures.swizzle_banks(cfg)    # shared-memory bank groups with and without the XOR swizzle
     figures.pipeline(cfg)         # cp.async stages over time
+    figures.staircase(measured, cublas)   # the steps' TFLOP/s, each bar labelled with its value
 
 Each function returns a matplotlib figure; :func:`save_all` stamps and saves them under
 ``var/figures/``. A config is anything with the attributes ``bm, bn, bk_bytes, wm, wn, stages``
@@ -270,6 +271,43 @@ def pipeline(config, k_tiles: int = 8):
     ax.set_xlabel("time (units of one k tile's mma)")
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(False)
+    return fig
+
+
+# -- the staircase: every step measured ------------------------------------------------------------
+
+
+def step_ratios(measured: dict[str, float]) -> list[float]:
+    """How many times faster each step is than the one before it (in ``measured``'s order)."""
+    values = list(measured.values())
+    if any(not v > 0 for v in values):
+        raise ValueError(f"measured expected positive rates, got {measured}")
+    return [after / before for before, after in zip(values, values[1:], strict=False)]
+
+
+def staircase(measured: dict[str, float], cublas: float | None = None, size: int = 4096,
+              where: str = ""):
+    """Bars of the steps' TFLOP/s on a log scale (the climb spans three orders of magnitude),
+    each labelled with its value and its gain over the step before; cuBLAS of the same run
+    dashed. ``measured``: ``{step: TFLOP/s}`` in the order of the climb."""
+    from kernels.recorded_figures import label_bars
+
+    if not measured:
+        raise ValueError("measured expected {step: TFLOP/s} for at least one step, got none")
+    ratios = [None, *step_ratios(measured)]
+    fig, ax = plots.figure(f"the steps, bf16 {size}³{' on ' + where if where else ''}",
+                           ylabel="TFLOP/s (log scale)", figsize=(10, 4.8))
+    labels = [name.replace("_", "\n") for name in measured]
+    bars = ax.bar(labels, list(measured.values()), color=plots.color("nvrtc"))
+    ax.set_yscale("log")
+    top = max([*measured.values(), cublas or 0])
+    ax.set_ylim(min(measured.values()) / 3, top * 3)
+    if cublas:
+        plots.ceiling(ax, cublas, "cuBLAS, same run")
+    label_bars(ax, bars, [f"{v:.3g}" + (f"\n×{r:.1f}" if r else "")
+                          for v, r in zip(measured.values(), ratios, strict=True)])
+    ax.tick_params(axis="x", labelsize=7)
+    plots.note(fig, "on each bar: TFLOP/s, and × the step before")
     return fig
 
 

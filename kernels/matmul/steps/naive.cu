@@ -1,4 +1,4 @@
-// Step 1 of lesson 05: C = A @ B with one thread per output element, accumulating in fp32.
+// Steps 1-3 of lesson 05: C = A @ B with one thread per output element, accumulating in fp32.
 //
 // Operands as torch's low-precision matmuls take them (both "K-major"):
 //   A [M, K] row-major:     A(m, k) = a[m * K + k]
@@ -9,7 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 using scalar_t = __nv_bfloat16;  // example value; float, __half or __nv_bfloat16
-constexpr int BLOCK_X = 32;      // threads along N: one warp covers 32 adjacent columns
+constexpr int BLOCK_X = 32;      // threads along N: a warp covers 32 / BLOCK_X rows x BLOCK_X columns
 constexpr int BLOCK_Y = 8;       // threads along M
 // ==== kernel: everything above this line is replaced by the generated header ====
 
@@ -34,7 +34,7 @@ matmul_naive(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
     // warp reads one element of A (the same address for all 32 threads: a broadcast) and 32
     // elements of B that lie K elements apart: 32 separate memory transactions for 64 bytes of
     // bf16. Every element of A and B is fetched again by every thread that needs it (N times
-    // for A, M times for B); only the caches stand between this kernel and DRAM. Step 2 stages
+    // for A, M times for B); only the caches stand between this kernel and DRAM. Step 4 stages
     // tiles in shared memory so each element is fetched once per block.
     const scalar_t* row = a + (long long)m * K;
     const scalar_t* col = b + (long long)n * K;

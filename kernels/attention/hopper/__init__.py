@@ -1,0 +1,18 @@
+"""Lesson 08's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
+
+* ``attention.cu``: the kernel, one template whose flags make the four steps;
+* ``attention.cuh``: what it adds to lesson 07's ``hopper.cuh`` (``wgmma`` with A in registers,
+  the descriptor of an MN-major tile, m64n64, named barriers for the ping-pong);
+* :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching, registration;
+* :mod:`~kernels.attention.hopper.timeline`: the kernel's in-kernel timeline, drawn with lesson
+  07's Gantt chart (softmax and the ping-pong's turns added);
+* :mod:`~kernels.attention.hopper.bench`: the steps against SDPA's cuDNN and flash backends;
+* ``gpu_run.py``: one GPU session (checks, timings, timeline, Nsight Compute) into a folder.
+
+Importing registers ``("attention", "wgmma")`` (the last step) and ``("attention", "wgmma",
+"step<N>")``; nothing is compiled until a kernel is first called.
+"""
+
+from kernels.attention.hopper import fwd
+
+fwd.register_all()

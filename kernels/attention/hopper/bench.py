@@ -1,0 +1,55 @@
+"""The Hopper forward's part of lesson 08's measurements: its target read from the records, and
+its timeline saved for CPU students.
+
+The timings themselves come from ``kernels.attention.bench`` (``make bench``): it measures every
+registered attention kernel, so the four ``wgmma`` steps stand there beside SDPA's flash, cuDNN
+and memory-efficient backends in the same run. This module adds:
+
+* :func:`verdicts`: the target (the last step's forward at least 0.85x SDPA's cuDNN backend at
+  D = 128, S = 4096 to 16384), read from those records, one line per problem;
+* :func:`capture_timelines`: every step's in-kernel timeline at B=1, H=16, S=4096, D=128, saved
+  as ``docs/results/<device>-attention-timeline.json`` (lesson 07's format).
+"""
+
+from __future__ import annotations
+
+from course_utils import env, results, timing
+
+TARGET = 0.85  # x SDPA's cuDNN backend, forward, D = 128, S = 4096 ... 16384
+RECORDED = "nvidia-h100-80gb-hbm3"
+
+
+def timeline_path(slug: str | None = None):
+    return env.RESULTS_DIR / f"{slug or env.device_slug()}-attention-timeline.json"
+
+
+def verdicts(records: list[results.Record], provider: str = "wgmma") -> list[str]:
+    """``provider``'s forward against the cuDNN record of the same problem, one line each."""
+    by_what = {r.what: r for r in records if r.unit == "TFLOP/s"}
+    lines = []
+    for what, r in by_what.items():
+        name, _, problem = what.partition(" ")
+        if name != provider or not problem.startswith("fwd ") or " D=128" not in problem:
+            continue
+        s = int(problem.split(" S=")[1].split()[0])
+        cudnn = by_what.get(f"sdpa_cudnn {problem}")
+        if cudnn is None or not 4096 <= s <= 16384:
+            continue
+        ratio = r.value / cudnn.value
+        lines.append(timing.verdict(f"{provider} {problem} ≥ {TARGET}× SDPA cuDNN",
+                                    f"{ratio:.2f}× ({r.value:.0f} vs {cudnn.value:.0f} TFLOP/s)",
+                                    ratio >= TARGET, "same run, interleaved rounds"))
+    return lines
+
+
+def capture_timelines(path=None, shape=(1, 16, 4096, 128)):
+    """Every step's timeline (GPU), saved for CPU students; prints each step's time shares."""
+    from kernels.attention.hopper import fwd, timeline
+
+    captured = {f"{s.name}: {s.idea}": timeline.capture(s.number, shape)
+                for s in fwd.STEPS.values()}
+    path = timeline.save(captured, path or timeline_path())
+    for label, events in captured.items():
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in timeline.fractions(events).items())
+        print(f"  {label[:40]:40s} consumers: {shares}")
+    return path

@@ -1,0 +1,229 @@
+"""Lesson 08's Hopper forward: ``attention.cu``'s kernel as four steps, in bf16 and fp16.
+
+A *step* is one set of the kernel's template flags (consumer warpgroups, key tile, ring depth,
+the overlaps), the staircase of the lesson; the head dim (64 or 128) is a template argument too
+and the element type comes from the generated header (lesson 07's ``wgmma.defines``), so each
+(step, head dim, dtype) is one NVRTC program for ``sm_90a``, compiled in about a second and
+cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesson 07's
+``tma.encode``, launches from ``course_utils.nvrtc``.
+
+Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H, Sk, D),
+contiguous, bf16 or fp16, D = 64 or 128; the output is (B, H, Sq, D) in their dtype.
+Registered as ``("attention", "wgmma")`` (the last step) and ``("attention", "wgmma",
+"step<N>")`` for the others; ``supports()`` says in plain words what a problem or GPU lacks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from course_utils import nvrtc
+from kernels.matmul.hopper import tma, wgmma
+from kernels.registry import one_of
+
+SOURCE = Path(__file__).with_name("attention.cu")
+PRIMITIVES = Path(__file__).with_name("attention.cuh")  # what it adds to lesson 07's hopper.cuh
+ARCH = wgmma.ARCH  # sm_90a
+HEAD_DIMS = (64, 128)
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # -> lesson 07's variant names
+WARPGROUP = 128
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the staircase: the kernel's template flags and what they add."""
+
+    number: int
+    idea: str
+    consumers: int  # warpgroups of 64 query rows each
+    bn: int  # keys per tile
+    stages: int  # ring slots of (K tile, V tile)
+    overlap: bool  # software pipeline in a warpgroup: softmax of tile n during P V of n - 1
+    pingpong: bool  # two warpgroups take turns at the tensor cores
+
+    @property
+    def name(self) -> str:
+        return f"step{self.number}"
+
+    @property
+    def block_m(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * self.consumers + 32  # the consumers, then one producer warp
+
+    def template(self, d: int) -> str:
+        flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong))
+        return f"attention_fwd<{d}, {self.bn}, {self.stages}, {self.consumers}, {flags}>"
+
+    def shared_bytes(self, d: int) -> int:
+        """Q tile, then the ring (a K and a V tile per slot), plus 1 KB to align to 1024."""
+        return (self.block_m + 2 * self.stages * self.bn) * d * 2 + 1024
+
+    def grid(self, heads: int, sq: int) -> int:
+        return heads * -(-sq // self.block_m)
+
+
+STEPS: dict[int, Step] = {s.number: s for s in (
+    Step(1, "a producer warp loads K and V into a ring (TMA, mbarriers), one consumer "
+         "warpgroup: QKᵀ, softmax, PV in turn", consumers=1, bn=128, stages=2, overlap=False,
+         pingpong=False),
+    Step(2, "two consumer warpgroups share every K and V tile: half the loads per query",
+         consumers=2, bn=128, stages=2, overlap=False, pingpong=False),
+    Step(3, "in each warpgroup, tile n's softmax runs while tile n-1's PV is on the tensor "
+         "cores (64-key tiles: the registers of three tiles must fit)", consumers=2, bn=64,
+         stages=4, overlap=True, pingpong=False),
+    Step(4, "ping-pong: the two warpgroups take turns at the tensor cores, one's softmax "
+         "beside the other's matmuls", consumers=2, bn=64, stages=4, overlap=True,
+         pingpong=True),
+)}
+BEST = STEPS[max(STEPS)]
+
+
+def step(number: int | Step) -> Step:
+    return number if isinstance(number, Step) else one_of("step", number, STEPS)
+
+
+def defines(dtype: torch.dtype, *, timeline: bool = False) -> dict[str, object]:
+    """The generated header: lesson 07's (element types, timeline, bounded barrier waits)."""
+    return wgmma.defines(DTYPES[dtype], timeline=timeline)
+
+
+def compile_step(s: int | Step, dtype: torch.dtype = torch.bfloat16, d: int = 128, *,
+                 timeline: bool = False, **kwargs) -> nvrtc.Compiled:
+    """Compile one step for one dtype and head dim (no GPU needed)."""
+    kwargs.setdefault("arch", ARCH)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype expected one of {', '.join(map(str, DTYPES))}, got {dtype}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"d expected one of {HEAD_DIMS}, got {d}")
+    return nvrtc.compile(SOURCE, step(s).template(d), defines=defines(dtype, timeline=timeline),
+                         **kwargs)
+
+
+def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
+    """Every step, dtype and head dim, and the timeline builds the lesson draws, in parallel
+    threads: what ``make prepare`` caches before a lecture."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [lambda s=s, t=t, d=d: compile_step(s, t, d, arch=arch, verbose=False)
+            for s in STEPS.values() for t in DTYPES for d in HEAD_DIMS]
+    jobs += [lambda s=s: compile_step(s, torch.bfloat16, 128, arch=arch, timeline=True,
+                                      verbose=False) for s in STEPS.values()]
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
+# -- what a GPU and a problem allow -----------------------------------------------------------
+
+gpu_reason = wgmma.gpu_reason  # the same words as lesson 07: wgmma and TMA are Hopper's
+
+
+def problem_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   causal: bool = False) -> str | None:
+    """Why this kernel cannot compute ``attention(q, k, v, causal)`` (None: it can). The op's
+    validation has already checked that shapes, dtypes and devices agree."""
+    d = q.shape[-1]
+    if q.dtype not in DTYPES:
+        return f"wgmma attention takes bf16 or fp16, got {str(q.dtype)[6:]}"
+    if d not in HEAD_DIMS:
+        return (f"head dim D must be 64 or 128 (one or two 128-byte TMA boxes, the register "
+                f"tiles of the kernel); got D = {d}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            return (f"{name} must be contiguous (B, H, S, D): TMA reads it as B*H*S rows of "
+                    f"D values; got strides {t.stride()} (call .contiguous())")
+    if not q.is_cuda:
+        return f"needs CUDA tensors, got q on {q.device.type}"
+    if k.shape[2] == 0:
+        return "no keys (Sk = 0): every softmax would be empty"
+    if max(q.shape[0] * q.shape[1] * s for s in (q.shape[2], k.shape[2])) >= 2**31:
+        return "more than 2^31 rows of q or k: TMA coordinates are 32-bit"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if reason := tma.check_operand(name, t.view(-1, d)):
+            return reason
+    return None
+
+
+def _capability(t: torch.Tensor) -> tuple[int, int] | None:
+    return nvrtc.device_capability(t.device.index or 0) if t.is_cuda else None
+
+
+def reason(q, k, v, causal=False) -> str | None:
+    return problem_reason(q, k, v, causal) or gpu_reason(_capability(q))
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _loaded(s: Step, dtype: torch.dtype, d: int, device: int, timeline: bool) -> nvrtc.Kernel:
+    return nvrtc.load(compile_step(s, dtype, d, timeline=timeline), device)
+
+
+_NO_TIMELINE = ctypes.c_void_p(0)
+
+
+def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+    """Launch on already-checked inputs (Sq > 0); ``out`` like ``q``. ``timeline``: a zeroed
+    int64 buffer for a TIMELINE build (timeline.py)."""
+    s = step(s)
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
+    maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), s.bn, "k"),
+            tma.encode(v.view(-1, d), s.bn, "v")]
+    kernel(*maps, out, sq, sk, int(causal), LOG2E / math.sqrt(d),
+           _NO_TIMELINE if timeline is None else timeline,
+           grid=s.grid(b * h, sq), block=s.threads, shared_mem=s.shared_bytes(d))
+
+
+def _run(q, k, v, causal=False, *, s: Step = BEST) -> torch.Tensor:
+    out = torch.empty_like(q)
+    if q.shape[2] == 0 or out.numel() == 0:
+        return out
+    launch(s, q, k, v, causal, out)
+    return out
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              s: int | Step = BEST) -> torch.Tensor:
+    """``softmax(q kᵀ / sqrt(D)) v`` with a step's kernel; ValueError with the reason if it
+    cannot run here."""
+    from kernels.attention import _validate  # the op's own checks: shapes, dtypes, devices
+
+    s = step(s)
+    _validate(q, k, v, causal)
+    if why := reason(q, k, v, causal):
+        raise ValueError(f"wgmma attention [{s.name}]: {why}")
+    return _run(q, k, v, causal, s=s)
+
+
+def register_all() -> list:
+    """``("attention", "wgmma")``: the last step; ``("attention", "wgmma", "step<N>")``: the
+    others, so each joins the matrix test, the sanitizer and the lesson's tables."""
+    from kernels.registry import register
+
+    registered = []
+    for s in STEPS.values():
+        registered.append(register(
+            "attention", "wgmma", None if s is BEST else s.name,
+            build=lambda _s=s: functools.partial(_run, s=_s),
+            dtypes=tuple(DTYPES), devices=("cuda",), contiguous=True,
+            needs=("cuda", "nvrtc"), min_capability=(9, 0), check=reason,
+            meta={"fused": True, "head_dims": HEAD_DIMS, "step": s.number, "idea": s.idea,
+                  "block": (s.block_m, s.bn), "stages": s.stages, "consumers": s.consumers,
+                  "source": "kernels/attention/hopper/attention.cu",
+                  "kernel": s.template(128)},
+            description=f"Hopper forward (TMA, wgmma) {s.name}: {s.idea}"))
+    return registered

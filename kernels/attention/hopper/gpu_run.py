@@ -1,0 +1,216 @@
+"""One GPU session for the Hopper forward: check, time, record the timeline, profile, sanitize.
+
+    python -m kernels.attention.hopper.gpu_run --out DIR [--only check time timeline ncu sanitize]
+
+Each part writes ``DIR/<part>.txt``. The correctness check runs first, in a child process (an
+illegal access there cannot take the timings down with it): every step on the registry's cases
+in bf16 and fp16, then long sequences against the float32 reference, outputs poisoned with NaN
+first. The timings put every step beside SDPA's cuDNN and flash backends and the Triton
+provider (``kernels.attention.bench.measure``: interleaved rounds, medians); the timeline is
+saved for CPU students (``<device>-attention-timeline.json``); Nsight Compute profiles the last
+step once; compute-sanitizer runs memcheck, racecheck and synccheck over the registry's small
+cases (``sanitize_attention.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+PARTS = ("check", "time", "tune", "timeline", "ncu", "sanitize")
+SHAPES = ((4, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128), (4, 32, 4096, 64))
+
+
+def check() -> int:
+    """Every step on the registry's cases and on long sequences; the number of failures."""
+    import kernels
+    from kernels.attention.hopper import fwd  # (importing the folder registers the kernels)
+    from kernels.registry import OPS, verify
+
+    bad = 0
+    for kernel in kernels.get_kernels("attention", where=lambda k: k.provider == "wgmma"):
+        for case in OPS["attention"].cases:
+            for dtype in kernel.dtypes:
+                args = case.make(dtype, "cuda")
+                if why := kernel.supports(*args):
+                    print(f"  skip {kernel.name:22s} {case.label:30s} {dtype}: {why}")
+                    continue
+                try:
+                    verify(kernel, *args, label=case.label)
+                    torch.cuda.synchronize()
+                except Exception as err:
+                    bad += 1
+                    print(f"  FAIL {kernel.name} {case.label} {dtype}: {str(err)[:400]}")
+        print(f"  {kernel.name}: registry cases done ({bad} failures so far)", flush=True)
+    reference = kernels.reference("attention")
+    for s in fwd.STEPS.values():
+        for (b, h, sq, sk, d), causal in [((1, 2, 4096, 4096, 128), True),
+                                          ((1, 2, 4096, 4096, 128), False),
+                                          ((2, 3, 2049, 2049, 64), True),
+                                          ((1, 4, 1000, 3001, 128), False),
+                                          ((1, 1, 3001, 1000, 64), True)]:
+            for dtype in fwd.DTYPES:
+                q = (torch.randn(b, h, sq, d, device="cuda") * 2).to(dtype)
+                k = (torch.randn(b, h, sk, d, device="cuda") * 2).to(dtype)
+                v = torch.randn(b, h, sk, d, device="cuda").to(dtype)
+                out = torch.full_like(q, float("nan"))
+                fwd.launch(s, q, k, v, causal, out)
+                expected = reference(q, k, v, causal).float()
+                err = (out.float() - expected).abs().max().item()
+                nan = out.isnan().any().item()
+                ok = not nan and err < (3e-2 if dtype == torch.bfloat16 else 6e-3)
+                bad += not ok
+                print(f"  {'ok  ' if ok else 'FAIL'} {s.name} {str(dtype)[6:]:8s} "
+                      f"B={b} H={h} Sq={sq} Sk={sk} D={d} causal={causal!s:5s} max error "
+                      f"{err:.2e}{' NaN!' if nan else ''}", flush=True)
+    print(f"check: {bad} failures")
+    return bad
+
+
+def time_steps(quick: bool = False) -> None:
+    from kernels.attention import bench
+    from kernels.attention.hopper import fwd  # (importing the folder registers the kernels)
+
+    ceiling = bench.matmul_ceiling()
+    print(f"cuBLAS bf16 8192^3: {ceiling:.0f} TFLOP/s", flush=True)
+    providers = ["sdpa_cudnn", "sdpa_flash", "triton",
+                 *(f"wgmma[{s.name}]" if s is not fwd.BEST else "wgmma"
+                   for s in fwd.STEPS.values())]
+    for shape in SHAPES[:1] if quick else SHAPES:
+        for causal in (False, True):
+            records = bench.measure(shape, causal, providers=providers, ceiling=ceiling,
+                                    rounds=1 if quick else 3)
+            by = {r.what.split(" ", 1)[0]: r.value for r in records}
+            cudnn = by.get("sdpa_cudnn")
+            for name, value in by.items():
+                ratio = f"{value / cudnn:5.2f}x cuDNN" if cudnn else ""
+                print(f"  {str(shape):22s} causal={causal!s:5s} {name:14s} {value:6.0f} "
+                      f"TFLOP/s {ratio}", flush=True)
+
+
+def tune() -> None:
+    """Ring depths and key tiles around the steps, one shape, forward TFLOP/s beside cuDNN."""
+    import dataclasses
+
+    from course_utils import timing
+    from kernels.attention import sdpa
+    from kernels.attention.hopper import fwd
+
+    candidates = [dataclasses.replace(fwd.STEPS[n], stages=st) for n, st in
+                  ((2, 2), (2, 3), (3, 2), (3, 3), (3, 4), (3, 6), (4, 2), (4, 3), (4, 4), (4, 6))]
+    for b, h, s, d in ((4, 16, 4096, 128), (4, 32, 4096, 64)):
+        for causal in (False, True):
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(3))
+            out = torch.empty_like(q)
+            work = 4 * b * h * s * s * d * (0.5 if causal else 1)
+            cudnn = timing.tflops(work, timing.benchmark(
+                lambda: sdpa.attention("cudnn", q, k, v, causal), device="cuda").median)  # noqa: B023
+            for c in candidates:
+                if c.shared_bytes(d) > 227 * 1024:
+                    continue
+                rate = timing.tflops(work, timing.benchmark(
+                    lambda c=c: fwd.launch(c, q, k, v, causal, out), device="cuda").median)  # noqa: B023
+                print(f"  D={d} causal={causal!s:5s} {c.name} bn={c.bn} stages={c.stages} "
+                      f"{rate:6.0f} TFLOP/s {rate / cudnn:5.2f}x cuDNN ({cudnn:.0f})", flush=True)
+
+
+def timeline(out: Path) -> None:
+    from course_utils import env
+    from kernels.attention.hopper import bench
+    from kernels.attention.hopper import timeline as tl
+
+    path = bench.capture_timelines(out / f"{env.device_slug()}-attention-timeline.json")
+    for number, (label, events) in enumerate(tl.load(path)[1].items(), start=1):
+        tl.gantt(events, label, window=60_000).savefig(out / f"timeline_step{number}.png", dpi=90)
+    print(f"  saved {path}")
+
+
+def ncu() -> None:
+    from course_utils import ncu as nsight
+
+    setup = ("import torch\nfrom kernels.attention.hopper import fwd\n"
+             "q, k, v = (torch.randn(4, 16, 4096, 128, device='cuda', dtype=torch.bfloat16) "
+             "for _ in range(3))")
+    for label, call in (("wgmma step4", "fwd.attention(q, k, v, False)"),
+                        ("wgmma step1", "fwd.attention(q, k, v, False, 1)"),
+                        ("sdpa cudnn", "__import__('kernels.attention.sdpa', fromlist=['x'])"
+                                       ".attention('cudnn', q, k, v, False)")):
+        try:
+            report = nsight.profile(call, setup=setup, label=label)
+            print(report, flush=True)
+        except Exception as err:
+            print(f"  {label}: {err}", flush=True)
+
+
+def sanitize() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course_utils import sanitizer
+
+    def one(tool):
+        return tool, sanitizer.run_module(tool, "kernels.attention.hopper.sanitize_attention",
+                                          timeout=900)
+    with ThreadPoolExecutor(3) as pool:
+        for tool, run in pool.map(one, ("memcheck", "racecheck", "synccheck")):
+            lines = [ln for ln in run.output.splitlines() if ln.startswith("@@sanitize")]
+            print(f"  {tool}: exit {run.returncode}, {run.summary_line}", *lines, sep="\n  ",
+                  flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--only", nargs="*", default=list(PARTS), choices=(*PARTS, "check-child"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.only == ["check-child"]:
+        return 1 if check() else 0
+    from course_utils import env
+
+    print(env.environment_line(), flush=True)
+    for part in args.only:
+        start = time.time()
+        print(f"=== {part}", flush=True)
+        if part == "check":  # in a child: an illegal address must not end this process
+            done = subprocess.run([sys.executable, "-m", "kernels.attention.hopper.gpu_run",
+                                   "--out", str(out), "--only", "check-child"],
+                                  capture_output=True, text=True, timeout=400)
+            text = done.stdout + done.stderr
+            (out / "check.txt").write_text(text)
+            print("\n".join(text.strip().splitlines()[-25:]))
+            print(f"check child exit {done.returncode}", flush=True)
+            continue
+        buffer = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buffer):
+                if part == "time":
+                    time_steps(args.quick)
+                elif part == "tune":
+                    tune()
+                elif part == "timeline":
+                    timeline(out)
+                elif part == "ncu":
+                    ncu()
+                elif part == "sanitize":
+                    sanitize()
+        except Exception:
+            buffer.write(traceback.format_exc())
+        (out / f"{part}.txt").write_text(buffer.getvalue())
+        print(buffer.getvalue()[-6000:], flush=True)
+        print(f"=== {part} took {time.time() - start:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
