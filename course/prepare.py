@@ -66,9 +66,11 @@ def _nvrtc(sources: list | None = None) -> str:
 
 
 def _tensor_core_kernels() -> str:
-    """Lessons 05 and 07 compile one program per variant and configuration: every mma.sync
+    """Lessons 05, 07 and 08 compile one program per variant and configuration: every mma.sync
     variant at its default tiles, what lesson 05's cells compile (census, measured variants,
-    profiled tiles), every Hopper step, ceiling and timeline build (sm_90a)."""
+    profiled tiles), every Hopper step, ceiling and timeline build (sm_90a), and lesson 08's
+    Hopper attention steps."""
+    from kernels.attention.hopper import fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
 
@@ -76,8 +78,9 @@ def _tensor_core_kernels() -> str:
     done = mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in mma.VARIANTS], arch)
     lesson = bench_mma.lecture_programs()
     hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
-    return (f"{len(done)} mma.sync variants, {lesson} programs of lesson 05 and "
-            f"{len(hopper)} Hopper programs cached")
+    attention = fwd.compile_all() if arch in (None, "sm_90") else []
+    return (f"{len(done)} mma.sync variants, {lesson} programs of lesson 05, "
+            f"{len(hopper)} Hopper matmul and {len(attention)} Hopper attention programs cached")
 
 
 def _lesson_inputs():

@@ -93,4 +93,4 @@ def attention_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 # The providers register themselves on import (after the op is defined above).
-from kernels.attention import autograd, naive, sdpa  # noqa: E402, F401
+from kernels.attention import autograd, hopper, naive, sdpa  # noqa: E402, F401

@@ -42,6 +42,13 @@ def verdicts(records: list[results.Record], provider: str = "wgmma") -> list[str
     return lines
 
 
+def runs_here() -> bool:
+    """Whether this machine runs the Hopper steps (an sm_90 GPU)."""
+    from kernels.matmul.hopper import wgmma
+
+    return env.HAS_CUDA and wgmma.gpu_reason(env.device_info().capability) is None
+
+
 def capture_timelines(path=None, shape=(1, 16, 4096, 128)):
     """Every step's timeline (GPU), saved for CPU students; prints each step's time shares."""
     from kernels.attention.hopper import fwd, timeline
