@@ -80,9 +80,18 @@ def test_the_cuda_exercise_child_names_the_case_it_died_on():
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["warp", "block"])
 def test_long_and_many_rows_on_the_gpu(variant):
+    # against the exact (float64) sum: two float32 sums of a million terms in different orders
+    # differ by a few ulps of their partial sums (0.003 on the H100 for torch.sum and the warp
+    # kernel), so the allowance grows with the row's absolute sum: 1e-7 of it is 0.08 for a row
+    # of 2^20, while one element dropped or added twice costs about 0.8
     kernel = kernels.get_kernel("row_sum", "nvrtc", variant)
     for shape in [(1 << 14, 333), (7, 1 << 20)]:
-        kernels.verify(kernel, torch.randn(*shape, device="cuda"), label=str(shape))
+        x = torch.randn(*shape, device="cuda")
+        error = (kernel(x).double() - x.double().sum(-1)).abs()
+        allowed = 1e-3 + 1e-7 * x.double().abs().sum(-1)
+        assert (error <= allowed).all(), (
+            f"{kernel.name} on {shape}: worst error {error.max().item():.3g}, "
+            f"allowed {allowed[error.argmax()].item():.3g}")
 
 
 def test_the_gpu_cases_catch_a_write_past_the_end_and_a_wrong_value():
