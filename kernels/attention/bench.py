@@ -23,7 +23,7 @@ import json
 import torch
 
 from course_utils import env, results, timing
-from kernels.attention.hopper import bench as hopper_bench
+from kernels.attention.hopper import targets as hopper_targets
 
 LESSON = "08_attention"
 PEER = "sdpa_flash"
@@ -178,9 +178,9 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
     memory = peak_memory((512, 1024) if quick else MEMORY_LENGTHS)
     records += memory_records(memory)
     table(records)
-    targets = verdicts(records) + hopper_bench.verdicts(records)
-    if not quick and hopper_bench.runs_here():  # the Hopper steps' timelines, for CPU students
-        print(f"  timelines saved to {hopper_bench.capture_timelines()}")
+    targets = verdicts(records) + hopper_targets.verdicts(records)
+    if not quick and hopper_targets.runs_here():  # the Hopper steps' timelines, for CPU students
+        print(f"  timelines saved to {hopper_targets.capture_timelines()}")
     text = ("Peak memory of one forward above its inputs (MiB; bf16, B=1, H=16, D=128): "
             + "; ".join(f"{name}: " + ", ".join(f"S={s} {m:.0f}" for s, m in found.items())
                         for name, found in memory.items())

@@ -6,7 +6,8 @@
 * :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching, registration;
 * :mod:`~kernels.attention.hopper.timeline`: the kernel's in-kernel timeline, drawn with lesson
   07's Gantt chart (softmax and the ping-pong's turns added);
-* :mod:`~kernels.attention.hopper.bench`: the steps against SDPA's cuDNN and flash backends;
+* :mod:`~kernels.attention.hopper.targets`: its target against SDPA's cuDNN backend, read from
+  ``make bench``'s records, and its timelines saved for CPU students;
 * ``gpu_run.py``: one GPU session (checks, timings, timeline, Nsight Compute) into a folder.
 
 Importing registers ``("attention", "wgmma")`` (the last step) and ``("attention", "wgmma",

@@ -125,10 +125,10 @@ def tune() -> None:
 
 def timeline(out: Path) -> None:
     from course_utils import env
-    from kernels.attention.hopper import bench
+    from kernels.attention.hopper import targets
     from kernels.attention.hopper import timeline as tl
 
-    path = bench.capture_timelines(out / f"{env.device_slug()}-attention-timeline.json")
+    path = targets.capture_timelines(out / f"{env.device_slug()}-attention-timeline.json")
     for number, (label, events) in enumerate(tl.load(path)[1].items(), start=1):
         tl.gantt(events, label, window=60_000).savefig(out / f"timeline_step{number}.png", dpi=90)
     print(f"  saved {path}")
