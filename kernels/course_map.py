@@ -42,7 +42,6 @@ from kernels.recorded_figures import (
     SOFTMAX_WHAT,
     SWEEP_LESSON,
     SWEEP_WHAT,
-    label_bars,
 )
 
 FLOP_PER_ELEMENT = {"gelu": 10, "softmax": 5}
@@ -307,10 +306,12 @@ def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, 
     return found
 
 
-_STAIR_WORDS = {"05 1 naive": "one thread\nper output", "05 2 smem_tiled": "shared-memory\ntiles",
-                "05 3 mma_simple": "first\nmma.sync", "05 mma.cu": "cp.async, swizzle,\nldmatrix",
-                "07 step1": "TMA +\nwgmma", "07 step2": "mbarrier\nring",
-                "07 step3": "producer +\n2 consumers", "07 step4": "persistent,\nTMA store"}
+_STAIR_WORDS = {"05 1 naive": "one thread per output", "05 4 smem": "shared-memory tiles",
+                "05 7 smem_4x4": "4x4 outputs a thread", "05 9 mma": "the first mma.sync",
+                "05 10 mma_cp_async": "a cp.async ring", "05 11 mma_swizzle": "swizzle + ldmatrix",
+                "05 12 mma_warp_tile": "64x64 warp tiles", "05 mma.cu": "templated, tuned",
+                "07 step1": "TMA + wgmma", "07 step2": "an mbarrier ring",
+                "07 step3": "a producer, 2 consumers", "07 step4": "persistent, TMA store"}
 
 
 def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
@@ -321,26 +322,28 @@ def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     if not found:
         raise ValueError(f"recorded expected staircase records at {size}^3 in "
                          f"{recorded.slug}.json, got none")
+    # one bar a step, lying down: seventeen labels read from top to bottom, values at the ends
     fig, ax = plots.figure(f"The matmul staircase, bf16 {size}³, on {recorded.device}",
-                           ylabel="TFLOP/s (log)", figsize=(10, 5))
+                           xlabel="TFLOP/s (log)", figsize=(11, 0.42 * len(found) + 1.8))
     colors = ["#bcbd22" if label.startswith("05 ") and label != "05 mma.cu" else "#d62728"
               if label == "05 mma.cu" else "#1f77b4" for label, _, _ in found]
-    bars = ax.bar([f"{label}\n{_STAIR_WORDS.get(label, '')}" for label, _, _ in found],
-                  [v for _, v, _ in found], color=colors)
+    labels = [f"{label}: {_STAIR_WORDS[label]}" if label in _STAIR_WORDS else label
+              for label, _, _ in found]
+    values = [v for _, v, _ in found]
+    ax.barh(labels, values, color=colors)
+    ax.invert_yaxis()  # the climb reads downwards, lesson 05's first step on top
+    ax.set_xscale("log")
     peers = [r.peer for r in recorded.of(HOPPER_LESSON) if r.peer and HOPPER_WHAT.match(r.what)
              and r.what.endswith(f" {size}^3")]
-    values = [v for _, v, _ in found]
     top = max(values + peers)
-    if top / min(values) > 20:  # the naive steps are there: three orders of magnitude
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 3, top * 3)
-    else:
-        ax.set_ylim(0, top * 1.15)
-        ax.set_ylabel("TFLOP/s")
+    ax.set_xlim(min(values) / 2, top * 6)  # room for the values right of the longest bars
     if peers:
-        plots.ceiling(ax, peers[0], "cuBLAS (lesson 07's run)")
-    label_bars(ax, bars, [f"{v:,.3g}\n{f:.2g}× cuBLAS" for _, v, f in found])
-    ax.tick_params(axis="x", labelsize=8)
+        ax.axvline(peers[0], color="black", linestyle="--", linewidth=1)
+        ax.text(peers[0], -0.8, f" cuBLAS (lesson 07's run): {peers[0]:,.0f}", fontsize=8,
+                va="bottom")
+    for y, (_, v, f) in enumerate(found):
+        ax.text(v * 1.08, y, f"{v:,.3g}  ({f:.2g}× cuBLAS)", va="center", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
     notes = [f"recorded by make bench on {recorded.environment_line(HOPPER_LESSON)} "
              f"(docs/results/{recorded.slug}.json); each ratio against cuBLAS of its own run"]
     if note := _missing_note(recorded, (bench_steps.LESSON, HOPPER_LESSON)):
