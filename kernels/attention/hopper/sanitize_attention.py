@@ -3,10 +3,9 @@ registry's small cases (``kernels.sanitize.workload``, the same as ``make saniti
 
     compute-sanitizer --tool synccheck python -m kernels.attention.hopper.sanitize_attention
 
-Imports this folder first, so the wgmma kernels are registered even where
-``kernels/attention/__init__.py`` does not import it yet. The cases have ragged sequence lengths
-(77, 130, 97 keys: TMA's zero fill and the tail mask), causal and cross shapes, and several key
-tiles, so every ring slot is reused and its barriers change phase.
+The cases have ragged sequence lengths (77, 130, 97 keys: TMA's zero fill and the tail mask),
+causal and cross shapes, and several key tiles, so every ring slot is reused and its barriers
+change phase.
 """
 
 import os
@@ -14,7 +13,6 @@ import sys
 
 from course_utils import sanitizer
 from kernels import sanitize
-from kernels.attention import hopper  # noqa: F401  (registers the wgmma kernels)
 
 
 def main() -> int:
