@@ -7,8 +7,8 @@ time a cold build on purpose, which build in a private directory):
 1. the CUDA extensions (the GeLU extension via ``setup.py`` and ``load_inline``, the add op via
    ``load_inline``): the notebooks then only import them;
 2. every NVRTC kernel of ``kernels/`` with its example values, for this GPU (or sm_90), into
-   ``var/nvrtc_cache/``, and the tensor-core programs lessons 05 and 07 compile (lesson 05's
-   census for several architectures among them);
+   ``var/nvrtc_cache/``, and the tensor-core programs lessons 05, 06 and 07 compile (lesson
+   06's census for several architectures among them);
 3. on a GPU, one call of every registered kernel on a small input of each dtype it supports,
    and of every GeLU provider at the size lessons 02 and 03 time them, which fills Triton's and
    ``torch.compile``'s on-disk caches.
@@ -66,10 +66,10 @@ def _nvrtc(sources: list | None = None) -> str:
 
 
 def _tensor_core_kernels() -> str:
-    """Lessons 05, 07 and 08 compile one program per variant and configuration: every mma.sync
-    variant at its default tiles, what lesson 05's cells compile (census, measured variants,
-    profiled tiles), every Hopper step, ceiling and timeline build (sm_90a), and lesson 08's
-    Hopper attention steps."""
+    """Lessons 05-08 compile one program per variant and configuration: every mma.sync
+    variant at its default tiles, what lessons 05 and 06's cells compile (the steps' census;
+    mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
+    build (sm_90a), and lesson 08's Hopper attention steps."""
     from kernels.attention.hopper import fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
@@ -79,7 +79,7 @@ def _tensor_core_kernels() -> str:
     lesson = bench_mma.lecture_programs()
     hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
     attention = fwd.compile_all() if arch in (None, "sm_90") else []
-    return (f"{len(done)} mma.sync variants, {lesson} programs of lesson 05, "
+    return (f"{len(done)} mma.sync variants, {lesson} programs of lessons 05-06, "
             f"{len(hopper)} Hopper matmul and {len(attention)} Hopper attention programs cached")
 
 

@@ -63,7 +63,8 @@ def read_lesson(path: Path) -> Lesson:
 
 
 def lessons(folder: Path = NOTEBOOKS) -> list[Lesson]:
-    return [read_lesson(p) for p in sorted(Path(folder).glob("[0-9][0-9]_*.ipynb"))]
+    # the lessons (NN_name) and the appendices (A1_name), in that order
+    return [read_lesson(p) for p in sorted(Path(folder).glob("*.ipynb"))]
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,10 @@
 executes the notebooks and stores, per ``%%requires`` cell, what it printed and drew:
 ``docs/recordings/<notebook>.json`` (the environment once, then per cell its id, the hash of its
 source, the source and its outputs) and ``docs/recordings/<notebook>/<cell id>-<k>.png`` for
-figures. Stderr (profiler and compiler chatter) is left out; long text is cut.
+figures. Stderr (profiler and compiler chatter) is left out; long text is cut. A cell whose
+recording was carried over from another notebook's run (its unchanged source moved there when a
+lesson was split) keeps that run's environment in its own ``"environment"``, which wins over the
+file's.
 
 When a cell skips, the magic calls :func:`show`: it finds the recording whose source hash is the
 cell's, or else the most similar recorded cell with the same ``%%requires`` line, shown marked
@@ -172,7 +175,8 @@ def _load(folder: Path) -> list[Recorded]:
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         data = json.loads(path.read_text())
-        found += [Recorded(path.stem, cell, data.get("environment", {}), Path(folder) / path.stem)
+        found += [Recorded(path.stem, cell, cell.get("environment") or data.get("environment", {}),
+                           Path(folder) / path.stem)
                   for cell in data.get("cells", [])]
     return found
 
@@ -233,7 +237,7 @@ class Freshness:
 def freshness(notebooks: Path | None = None, folder: Path | None = None) -> list[Freshness]:
     """Per notebook: which %%requires cells have a fresh, stale or no recording."""
     notebooks, report = notebooks or NOTEBOOKS, []
-    for path in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb")):
+    for path in sorted(Path(notebooks).glob("*.ipynb")):  # the lessons and the appendices
         current = {c["id"]: source_hash(_source(c))
                    for c in requires_cells(json.loads(path.read_text()))}
         recorded = {r.cell["id"]: r.cell["hash"] for r in all_recorded(folder)

@@ -47,8 +47,13 @@ from kernels.recorded_figures import (
 FLOP_PER_ELEMENT = {"gelu": 10, "softmax": 5}
 BYTES = {"float64": 8, "fp64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "bf16": 2,
          "float16": 2, "fp16": 2, "fp16_f16acc": 2}
+# the lesson keys the records were written under (docs/results/*.json keeps them findable)...
 MMA_LESSON, BYO_LESSON, HOPPER_LESSON = "05_mma_matmul", "06_bring_your_own_kernel", \
     "07_hopper_matmul"
+# ...and the notebook that teaches each since issue 24 split lesson 05 (the steps stay in 05,
+# mma.cu's variants went to 06) and moved the registry to 09: what a figure's legend names
+TAUGHT_IN = {MMA_LESSON: "06_mma_variants", BYO_LESSON: "09_bring_your_own_kernel",
+             bench_steps.LESSON: "05_mma_matmul"}
 MMA_WHAT = re.compile(r"^mma (?P<variant>\w+) (?P<n>\d+)\^3 \(.*\), registered kernel, "
                       r"back to back$")
 BYO_WHAT = re.compile(r"^fp64 gemm (?P<kernel>.+?) n=(?P<n>\d+)(?P<best> \(best of its design "
@@ -125,9 +130,9 @@ def _matmul_point(lesson: str, label: str, n: int, dtype: str, tflops: float) ->
 def points(recorded: Recorded, lessons: tuple[str, ...] | None = None) -> list[Point]:
     """Every kernel of ``lessons`` (all by default) that ``recorded`` holds, one point each:
     GeLU at float32 2^28, softmax at its longest recorded rows below 16K columns, each with its
-    peer; lesson 01's matmuls at their largest n; lesson 05's bf16/tf32 kernels at 8192³;
-    lesson 06's best FP64 GEMMs and torch.mm; lesson 07's first and last steps at 8192³ and
-    cuBLAS; lesson 05's first steps at 4096³ where recorded."""
+    peer; lesson 01's matmuls at their largest n; lesson 06's bf16/tf32 kernels (mma.cu) at
+    8192³; lesson 09's best FP64 GEMMs and torch.mm; lesson 07's first and last steps at 8192³
+    and cuBLAS; lesson 05's first steps at 4096³ where recorded."""
     want = set(lessons or WHERE)
     found: list[Point] = []
     if GELU_LESSON in want:
@@ -270,7 +275,7 @@ def roofline(recorded: Recorded, lessons: tuple[str, ...] | None = None, title: 
     for lesson in dict.fromkeys(p.lesson for p in found):
         mine = [p for p in found if p.lesson == lesson]
         ax.scatter([p.intensity for p in mine], [p.tflops for p in mine], zorder=3,
-                   color=LESSON_COLORS.get(lesson), label=lesson,
+                   color=LESSON_COLORS.get(lesson), label=TAUGHT_IN.get(lesson, lesson),
                    marker="s" if mine[0].memory_bound else "o")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -288,8 +293,9 @@ def roofline(recorded: Recorded, lessons: tuple[str, ...] | None = None, title: 
 
 def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, float, float]]:
     """``(label, TFLOP/s, fraction of cuBLAS of the same run)`` for every stair the records
-    hold at ``size``³ bf16, in the order of the climb: lesson 05's steps and kernel, then
-    lesson 07's steps (its own run's mma.sync kernel stands for lesson 05's where it has one)."""
+    hold at ``size``³ bf16, in the order of the climb: lesson 05's steps, lesson 06's kernel
+    (mma.cu), then lesson 07's steps (its own run's mma.sync kernel stands for mma.cu's where it
+    has one)."""
     found = []
     for r in recorded.of(bench_steps.LESSON):
         step = r.what.split(" ")[1]
@@ -298,7 +304,7 @@ def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, 
     mma_05 = [r for r in recorded.of(HOPPER_LESSON) if r.what == f"bf16 05 mma.sync (lesson 05) "
               f"{size}^3"] or [r for r in recorded.of(bench_steps.LESSON)
                                if r.what == bench_steps.what(bench_steps.FULL_KERNEL, size)]
-    found += [("05 mma.cu", r.value, r.value / r.peer) for r in mma_05[:1]]
+    found += [("06 mma.cu", r.value, r.value / r.peer) for r in mma_05[:1]]
     for r in recorded.of(HOPPER_LESSON):
         if (m := HOPPER_WHAT.match(r.what)) and m["n"] == str(size) and ": " in r.what \
                 and m["step"].startswith("step"):
@@ -309,7 +315,7 @@ def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, 
 _STAIR_WORDS = {"05 1 naive": "one thread per output", "05 4 smem": "shared-memory tiles",
                 "05 7 smem_4x4": "4x4 outputs a thread", "05 9 mma": "the first mma.sync",
                 "05 10 mma_cp_async": "a cp.async ring", "05 11 mma_swizzle": "swizzle + ldmatrix",
-                "05 12 mma_warp_tile": "64x64 warp tiles", "05 mma.cu": "templated, tuned",
+                "05 12 mma_warp_tile": "64x64 warp tiles", "06 mma.cu": "templated, tuned",
                 "07 step1": "TMA + wgmma", "07 step2": "an mbarrier ring",
                 "07 step3": "a producer, 2 consumers", "07 step4": "persistent, TMA store"}
 
@@ -325,8 +331,8 @@ def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     # one bar a step, lying down: seventeen labels read from top to bottom, values at the ends
     fig, ax = plots.figure(f"The matmul staircase, bf16 {size}³, on {recorded.device}",
                            xlabel="TFLOP/s (log)", figsize=(11, 0.42 * len(found) + 1.8))
-    colors = ["#bcbd22" if label.startswith("05 ") and label != "05 mma.cu" else "#d62728"
-              if label == "05 mma.cu" else "#1f77b4" for label, _, _ in found]
+    colors = ["#bcbd22" if label.startswith("05 ") else "#d62728" if label == "06 mma.cu"
+              else "#1f77b4" for label, _, _ in found]
     labels = [f"{label}: {_STAIR_WORDS[label]}" if label in _STAIR_WORDS else label
               for label, _, _ in found]
     values = [v for _, v, _ in found]

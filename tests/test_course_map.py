@@ -37,7 +37,7 @@ def full_dir(tmp_path):
 def test_the_staircase_climbs_from_the_naive_step_to_wgmma(full_dir):
     stairs = course_map.stairs(full_dir)
     assert [label for label, _, _ in stairs] == [
-        "05 1 naive", "05 2 smem_tiled", "05 3 mma_simple", "05 mma.cu",
+        "05 1 naive", "05 2 smem_tiled", "05 3 mma_simple", "06 mma.cu",
         "07 step1", "07 step2", "07 step3", "07 step4"]
     assert stairs[3][1] == 353.0  # lesson 07's own run of the mma.sync kernel
     assert stairs[-1][2] == pytest.approx(635 / 730)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(FOLDER.glob("[0-9][0-9]_*.ipynb"))  # the lessons (not the appendices, A1_...)
+EVERY = sorted(FOLDER.glob("*.ipynb"))  # lessons and appendices: none may grow past a lecture
 OBJECTIVES = ("After this lesson you can", "You will be able to")
 
 
@@ -50,15 +52,17 @@ def test_the_lesson_opens_with_its_plan_and_closes_with_what_comes_next(path):
         f"{path.name}: the takeaways do not say what comes next"
 
 
-# 05 is two lectures' material (the climb; the variants, census and tuning): splitting it is
-# open (issue 24), so its test must fail until it is split (strict: a pass is an error)
-TOO_LONG = {"05_mma_matmul"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="05 is not split yet")) if p.stem in TOO_LONG else p
-    for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", EVERY, ids=[p.stem for p in EVERY])
 def test_a_notebook_is_a_lecture_not_two(path):
     cells = json.loads(path.read_text())["cells"]
     code = sum(c["cell_type"] == "code" for c in cells)
     assert code <= 45, f"{path.name} has {code} code cells (at most 45: split the lesson)"
+
+
+def test_an_appendix_says_what_it_is_for_and_a_lesson_points_to_it():
+    lessons = "\n".join("\n".join(_markdown(p)) for p in NOTEBOOKS)
+    for path in sorted(FOLDER.glob("A[0-9]_*.ipynb")):
+        opening = _markdown(path)[0]
+        assert opening.startswith(f"# {path.stem[:2]} ·") and "appendix" in opening.lower(), \
+            f"{path.name}: the first cell should say it is an appendix and what it is for"
+        assert path.name in lessons, f"no lesson points to {path.name}"

@@ -1,6 +1,6 @@
 """The launch path of course_utils.nvrtc, without a GPU: the driver call is replaced by a
 recorder, so what is checked is the Python side of a launch (what is read once, what each
-launch does, what it hands the driver). Times are never asserted: lesson 04's overhead
+launch does, what it hands the driver). Times are never asserted: lesson 09's overhead
 benchmark measures them on a GPU."""
 
 import ctypes

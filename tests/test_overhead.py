@@ -1,4 +1,4 @@
-"""Lesson 04's launch-overhead benchmark (kernels/bench_overhead.py) on a GPU: every layer runs and
+"""Lesson 09's launch-overhead benchmark (kernels/bench_overhead.py) on a GPU: every layer runs and
 is measured beside its PyTorch peer, and the records say what they measured. Times are printed,
 never asserted."""
 

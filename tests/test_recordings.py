@@ -66,6 +66,17 @@ def test_freshness_lists_stale_orphaned_and_missing(tmp_path):
     assert report.missing == [nb.cells[2]["id"]] and report.orphaned == []
 
 
+def test_a_carried_cell_keeps_the_environment_of_its_own_run(tmp_path, capsys):
+    # a cell moved, unchanged, into another notebook's recording (a lesson split in two)
+    path = recordings.record_notebook(json.loads(nbformat.writes(_executed())), "09_x", ENV,
+                                      tmp_path)
+    data = json.loads(path.read_text())
+    data["cells"][0]["environment"] = {**ENV, "git": "0ld0ld0"}
+    path.write_text(json.dumps(data))
+    assert recordings.show(SOURCE, tmp_path)
+    assert "git 0ld0ld0" in capsys.readouterr().out
+
+
 def test_skipped_cell_shows_its_recording(tmp_path, monkeypatch, capsys):
     recordings.record_notebook(json.loads(nbformat.writes(_executed("%%requires never\nran = 1"))),
                                "01_x", ENV, tmp_path)

@@ -6,7 +6,7 @@ import torch
 from kernels.registry import Case, define_op, expect_tensor, register
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# float64 for lesson 06's FP64 GEMMs, which the matrix test checks against the reference
+# float64 for lesson 09's FP64 GEMMs, which the matrix test checks against the reference
 DTYPES += (torch.float64,)
 
 
@@ -75,12 +75,12 @@ def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
-# lesson 05: the steps to a tensor-core matmul, then mma.cu in every mma.sync variant
+# lesson 05: the steps to a tensor-core matmul; lesson 06: mma.cu in every mma.sync variant
 from kernels.matmul import mma, steps  # noqa: E402, F401  (each registers its kernels)
 
 mma.register_variants()
 
-# lesson 06's FP64 GEMMs register themselves on import (nothing is compiled until first use)
+# lesson 09's FP64 GEMMs register themselves on import (nothing is compiled until first use)
 from kernels.matmul import fp64  # noqa: E402, F401, I001
 
 # lesson 07's Hopper kernels (TMA + wgmma) register themselves the same way

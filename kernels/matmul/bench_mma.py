@@ -1,4 +1,4 @@
-"""Lesson 05's measurements: every ``mma.sync`` variant against its ceiling and its cuBLAS peer.
+"""Lesson 06's measurements: every ``mma.sync`` variant against its ceiling and its cuBLAS peer.
 
 For each variant that this GPU runs, in one process:
 
@@ -16,7 +16,7 @@ For each variant that this GPU runs, in one process:
 back to back and one call between CUDA events (a student's timer), beside cuBLAS timed the same
 two ways.
 
-Notebook 05 calls :func:`measure`, :func:`caller_view` and :func:`plot`; ``make bench`` calls
+Notebook 06 calls :func:`measure`, :func:`caller_view` and :func:`plot`; ``make bench`` calls
 :func:`run`, whose records the notebook shows (:func:`recorded`).
 """
 
@@ -32,7 +32,7 @@ import kernels
 from course_utils import env, plots, results, sanitizer, timing
 from kernels.matmul import autotune, ceiling, mma
 
-LESSON = "05_mma_matmul"
+LESSON = "05_mma_matmul"  # the records' key (lesson 05 before issue 24 split it; now 06)
 SIZES = (4096, 8192)
 # where a caller sees host cost (small), and shapes that are not square or not tile multiples
 CALLER_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
@@ -80,9 +80,10 @@ def compile_measured(variants, sizes) -> None:
 
 
 def lecture_programs() -> int:
-    """Compile every program lesson 05's cells compile on this machine (``make prepare``, so
-    that a lecture finds them cached): the census, the story's variants at 4096 with their
-    ceilings, the two profiled configurations at 8192. Returns how many."""
+    """Compile every program the cells of lessons 05 and 06 compile on this machine (``make
+    prepare``, so that a lecture finds them cached): the steps' census (05), mma.cu's census,
+    the story's variants at 4096 with their ceilings, the two profiled configurations at 8192
+    (06). Returns how many."""
     from kernels.matmul import steps
 
     census = compile_census()
