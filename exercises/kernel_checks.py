@@ -8,10 +8,9 @@ An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: descr
 1. **compile** with NVRTC (any machine, no GPU): a compile error shows the compiler's first
    errors (:func:`compile_answer`); ``constexpr`` functions of the answer are evaluated by the
    compiler too (:func:`constant_table`);
-2. **read the SASS**: the census holds what the statement asks for (:class:`Need`: ``SHFL`` for
-   warp shuffles, ``STS``/``LDS`` for a shared-memory tile, ``LDG`` for reading the input at
-   all), no local memory (:func:`expect_no_spills`), and a barrier between the stores into
-   shared memory and the loads from it, both ways inside a loop (:func:`shared_memory_races`);
+2. **read the SASS** (:mod:`exercises.sass_checks`): the census holds what the statement asks
+   for, no local memory, and a barrier between the stores into shared memory and the loads from
+   it, both ways inside a loop;
 3. **without a GPU**: "cannot check here", listing what was verified, what needs a GPU, and the
    reference solution's recorded GPU result (:func:`cpu_verdict`; the record is written by
    ``python -m exercises.gpu_check_kernels --record`` on a GPU);
@@ -39,7 +38,7 @@ from pathlib import Path
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, Mismatch, Report, compare, expect, needs
+from exercises import CannotCheck, Mismatch, Report, compare, expect, needs, sass_checks
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 # the GPU results of the reference solutions, written by exercises/gpu_check_kernels.py
@@ -130,124 +129,6 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
     data = data.ljust(int(found.group(1)), b"\0")  # PTX leaves out trailing zero bytes
     return [int.from_bytes(data[i:i + 4], "little", signed=True)
             for i in range(0, len(data), 4)]
-
-
-# --------------------------------------------------------------------------------------------
-# Reading the SASS (any machine with a disassembler)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Need:
-    """What the SASS must hold: one of ``opcodes`` at least, else ``message`` and ``hint``."""
-
-    opcodes: tuple[str, ...]
-    message: str
-    hint: str
-
-
-def sass_report(compiled):
-    """The SASS census of a compiled CUBIN; CannotCheck where nothing can disassemble."""
-    from course_utils import sass
-
-    if reason := sass.unavailable_reason():
-        raise CannotCheck(f"it compiles; reading its SASS needs a disassembler: {reason}")
-    return sass.report(compiled)
-
-
-def expect_opcodes(report, wanted) -> str:
-    """Mismatch at the first :class:`Need` of ``wanted`` the census lacks; else what it holds
-    of them, in words ("4 STS, 8 LDS")."""
-    for need in wanted:
-        expect(report.count(*need.opcodes) > 0, need.message, need.hint)
-    shown = sorted({op for need in wanted for op in need.opcodes if report.census[op]})
-    return ", ".join(f"{report.census[op]} {op}" for op in shown)
-
-
-def expect_no_spills(report, label: str) -> None:
-    res = report.resources
-    spilled = res.spill_store_bytes + res.spill_load_bytes
-    expect(res.stack_bytes == 0 and spilled == 0,
-           f"{label}: {res.registers} registers a thread and a {res.stack_bytes}-byte stack "
-           f"frame, {spilled} bytes of local-memory traffic (LDL/STL): the kernel spills or "
-           "keeps an array in local memory", "index per-thread arrays with constants (unrolled "
-           "loops) so they stay in registers")
-
-
-_LINE = re.compile(r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_]*)"
-                   r"(?P<mods>[.\w]*)(?P<rest>[^;]*);")
-_LABEL = re.compile(r"^\s*(\.L_x_\d+):", re.M)
-SHARED_STORES = ("STS", "LDGSTS", "STSM")  # LDGSTS: cp.async writes shared memory
-SHARED_LOADS = ("LDS", "LDSM")
-
-
-def _events(sass: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
-    """(address, "S" store / "L" load / "B" barrier) in program order, and the loops as
-    (first address, address of the branch back)."""
-    labels: dict[str, int] = {}
-    pending: list[str] = []
-    events, branches = [], []
-    for line in sass.splitlines():
-        if label := _LABEL.match(line):
-            pending.append(label.group(1))
-            continue
-        m = _LINE.search(line)
-        if not m:
-            continue
-        addr, op, mods = int(m.group("addr"), 16), m.group("op"), m.group("mods")
-        for name in pending:
-            labels[name] = addr
-        pending = []
-        if op in SHARED_STORES:
-            events.append((addr, "S"))
-        elif op in SHARED_LOADS:
-            events.append((addr, "L"))
-        elif op == "BAR" and ".SYNC" in mods:
-            events.append((addr, "B"))
-        elif op == "BRA":
-            target = re.search(r"\(?(\.L_x_\d+)\)?|0x([0-9a-f]+)", m.group("rest"))
-            if target:
-                branches.append((addr, target.group(1) or int(target.group(2), 16)))
-    loops = [(labels.get(t, t) if isinstance(t, str) else t, addr) for addr, t in branches]
-    return events, [(start, end) for start, end in loops if isinstance(start, int)
-                    and start <= end]
-
-
-def _unbarriered(sequence: list[str]) -> str | None:
-    """"SL" when a load follows a store with no barrier between, "LS" the other way round."""
-    stored = loaded = False
-    for kind in sequence:
-        if kind == "B":
-            stored = loaded = False
-        elif kind == "L":
-            if stored:
-                return "SL"
-            loaded = True
-        else:
-            if loaded:
-                return "LS"
-            stored = True
-    return None
-
-
-def shared_memory_races(sass: str) -> str | None:
-    """What is wrong with the barriers around shared memory in ``sass`` (None: nothing seen).
-
-    Between the stores of a tile and the loads of it there must be a block barrier (BAR.SYNC,
-    ``__syncthreads``); inside a loop, also between this iteration's loads and the next
-    iteration's stores (reading the loop body twice in a row finds those)."""
-    events, loops = _events(sass)
-    if _unbarriered([kind for _, kind in events]) == "SL":
-        return ("a load from shared memory (LDS/LDSM) follows the stores into it (STS) with no "
-                "barrier (BAR.SYNC) between: a thread may read an element another thread has "
-                "not stored yet")
-    for start, end in loops:
-        body = [kind for addr, kind in events if start <= addr <= end]
-        if _unbarriered(body + body) == "LS":
-            return ("inside the loop, the next iteration's stores into shared memory (STS) "
-                    "follow this iteration's loads (LDS) with no barrier (BAR.SYNC) between: a "
-                    "fast thread overwrites the tile while slower ones still read it")
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,7 +251,7 @@ class Spec:
     id: str
     kernel: str  # the kernel's name in the student's source
     answer: str  # the name the stub defines (the source string)
-    sass: tuple[Need, ...]  # what the census must show, checked in order
+    sass: tuple[sass_checks.Need, ...]  # what the census must show, checked in order
     make: Callable[[tuple[int, ...], str], torch.Tensor]  # (shape, device) -> input
     out_shape: Callable[[torch.Tensor], tuple[int, ...]]  # x -> the shape of y (float32)
     launch: Callable  # launch(kernel, x, y): the launch the statement describes
@@ -392,11 +273,11 @@ def check_spec(spec: Spec, source, report: Report) -> None:
     """Everything this machine can check of a whole-kernel answer; on a CPU, CannotCheck naming
     what needs a GPU."""
     expect_source(source, spec.answer, kernel=spec.kernel)
-    found = sass_report(compile_answer(source, spec.kernel, spec.answer, hint=WHOLE))
-    held = expect_opcodes(found, spec.sass)
-    if race := spec.barriers and shared_memory_races(found.sass):
+    found = sass_checks.sass_report(compile_answer(source, spec.kernel, spec.answer, hint=WHOLE))
+    held = sass_checks.expect_opcodes(found, spec.sass)
+    if race := spec.barriers and sass_checks.shared_memory_races(found.sass):
         raise Mismatch(race, "__syncthreads() between filling the tile and reading it")
-    expect_no_spills(found, "your kernel")
+    sass_checks.expect_no_spills(found, "your kernel")
     verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}, "
                 f"{found.resources.registers} registers a thread, no local memory")
     if not env.HAS_CUDA:

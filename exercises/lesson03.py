@@ -21,7 +21,8 @@ import torch
 
 from course_utils import env
 from exercises import Mismatch, bandwidth_verdict, compare, exercise, expect, kernel_checks
-from exercises.kernel_checks import Need, Spec
+from exercises.kernel_checks import Spec
+from exercises.sass_checks import Need
 
 SCALE_CU = kernel_checks.CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256

@@ -12,8 +12,16 @@ import json
 import torch
 
 from course_utils import env
-from exercises import Mismatch, compare, exercise, expect, expect_triton_kernel, kernel_checks
-from exercises.kernel_checks import Need
+from exercises import (
+    Mismatch,
+    compare,
+    exercise,
+    expect,
+    expect_triton_kernel,
+    kernel_checks,
+    sass_checks,
+)
+from exercises.sass_checks import Need
 
 # --------------------------------------------------------------------------------------------
 # The shared-memory K loop (CUDA)
@@ -70,12 +78,12 @@ def check_smem(loop, report) -> None:
     program = kernel_checks.splice(SMEM_CU, loop)
     compiled = kernel_checks.compile_answer(program, "matmul_smem", "your kernel",
                                             defines={"TILE": SMEM_TILE})
-    sass = kernel_checks.sass_report(compiled)
-    kernel_checks.expect_opcodes(sass, SMEM_SASS)
-    if race := kernel_checks.shared_memory_races(sass.sass):
+    sass = sass_checks.sass_report(compiled)
+    sass_checks.expect_opcodes(sass, SMEM_SASS)
+    if race := sass_checks.shared_memory_races(sass.sass):
         raise Mismatch(race, "__syncthreads() after the stores into as/bs, and again after the "
                              "inner product, before the next slice's stores")
-    kernel_checks.expect_no_spills(sass, "your kernel")
+    sass_checks.expect_no_spills(sass, "your kernel")
     verified = (f"compiles for sm_90 ({sass.resources.registers} registers, "
                 f"{sass.resources.shared_bytes:,} B of shared memory); the SASS stages the "
                 f"tiles ({sass.count('STS')} STS), reads them ({sass.count('LDS')} LDS), with "
@@ -230,9 +238,9 @@ def check_swizzle_cuda(offsets, report) -> None:
                        f"{max(groups.count(g) for g in groups)}-way conflict",
                        "with 4 chunks a row, 2 consecutive rows share a 128-byte line: XOR "
                        "with (row / 2) % 4, not row % 4")
-    sass = kernel_checks.sass_report(compiled)
+    sass = sass_checks.sass_report(compiled)
     expect(sass.count("LDSM") > 0, "the SASS has no ldmatrix (LDSM)", "keep the given loader")
-    kernel_checks.expect_no_spills(sass, "the loader")
+    sass_checks.expect_no_spills(sass, "the loader")
     verified = ("store_offset and ldmatrix_offset agree for every row, chunk, warp, lane and "
                 "k-step; every ldmatrix phase reads 8 bank groups (no conflict); the loader "
                 f"compiles for sm_90 with {sass.count('LDSM')} LDSM and no local memory")

@@ -13,8 +13,8 @@ import re
 import torch
 
 from course_utils import env
-from exercises import Mismatch, compare, exercise, expect, kernel_checks
-from exercises.kernel_checks import Need
+from exercises import Mismatch, compare, exercise, expect, kernel_checks, sass_checks
+from exercises.sass_checks import Need
 
 
 def _layout():
@@ -352,9 +352,9 @@ def check_parity(code, report) -> None:
     expect(_backward_branch(ptx), "ring_wait does not loop: try_wait.parity may return false "
            "before the phase completes (it waits a while, then gives up), and the warps would "
            "read a slot whose tile has not landed", "while (!try_wait(...)) {}")
-    sass = kernel_checks.sass_report(_ring_compile(program, RING_KERNEL))
-    kernel_checks.expect_opcodes(sass, RING_SASS)
-    kernel_checks.expect_no_spills(sass, "the kernel")
+    sass = sass_checks.sass_report(_ring_compile(program, RING_KERNEL))
+    sass_checks.expect_opcodes(sass, RING_SASS)
+    sass_checks.expect_no_spills(sass, "the kernel")
     verified = (f"tile_parity(0..7) = {parities}; ring_wait spins on mbarrier.try_wait.parity "
                 f"with its parity argument; {RING_KERNEL} compiles for sm_90a "
                 f"({sass.count('SYNCS')} SYNCS, {sass.count('HGMMA')} HGMMA, "
