@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every registered exercise")
     parser.add_argument("--record", action="store_true",
                         help="write the results of the solutions that passed, for the "
-                             "exercises whose check shows them on a CPU (kernel_checks.CHILDREN)")
+                             "exercises whose kernel runs in a GPU child (kernel_checks.CHILDREN)"
+                             ": a CPU shows them beside what it could check")
     args = parser.parse_args(argv)
     if not env.HAS_CUDA:
         print("needs a CUDA GPU: on a CPU `pytest tests/test_exercises.py` runs what it can")

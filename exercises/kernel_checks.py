@@ -46,6 +46,8 @@ RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
 # the child that runs each exercise's kernel on a GPU: "module:function(source, small) ->
 # verdict" (a dict: {"ok": True, ...}, {"mismatch", "hint"}; progress lines {"case": ...})
 CHILDREN = {
+    "03.silu": "exercises.lesson03:silu_child",
+    "03.oob": "exercises.lesson03:scale_child",
     "03.transpose": "exercises.lesson03:transpose_child",
     "03.warp_sum": "exercises.lesson03:warp_sum_child",
     "05.smem": "exercises.lesson05_kernels:smem_child",
@@ -174,7 +176,7 @@ def guarded(n: int, device: str, guard: int = GUARD) -> tuple[torch.Tensor, torc
     return buffer[:n], buffer[n:]
 
 
-def _source_file(id: str, source: str) -> Path:
+def child_source_file(id: str, source: str) -> Path:
     path = env.var_dir("exercises") / f"{id.replace('.', '_')}_student.cu"
     path.write_text(source)
     return path
@@ -187,7 +189,7 @@ def _said(out: str) -> list[dict]:
 def run_child(id: str, source: str, timeout: int = 300) -> dict:
     """Run the student's kernel ``source`` (the whole program) on the GPU in a child process;
     its verdict as a dict ({"ok"}, {"mismatch", "hint"} or {"crash", "case"})."""
-    path = _source_file(id, source)
+    path = child_source_file(id, source)
     try:
         done = subprocess.run([sys.executable, "-m", __name__, id, str(path)],
                               capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
@@ -224,7 +226,7 @@ def sanitize(id: str, source: str, tools=("memcheck", "racecheck")) -> list[str]
     if sanitizer.path() is None:
         return [f"compute-sanitizer not found (it ships with the CUDA toolkit): "
                 f"{' and '.join(tools)} skipped"]
-    path = _source_file(id, source)
+    path = child_source_file(id, source)
     lines = []
     for tool, run in zip(tools, sanitizer.run_all(tools, __name__, id, str(path), "--small",
                                                   timeout=600), strict=True):

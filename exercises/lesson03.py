@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,30 +27,6 @@ SCALE_CU = kernel_checks.CUDA_DIR / "scale_buggy.cu"
 BLOCK = 256
 # line numbers in compute-sanitizer's report (a file's own, thanks to nvrtc's #line directive)
 SCALE_OPTIONS = {"options": ["-lineinfo"], "verbose": False}
-
-
-def _run_child(kind: str, source: str, timeout: int = 300) -> dict:
-    """Run the student's kernel on the GPU in a child process; its verdict as a dict."""
-    path = env.var_dir("exercises") / f"{kind}_student.cu"
-    path.write_text(source)
-    done = subprocess.run([sys.executable, "-m", __name__, kind, str(path)],
-                          capture_output=True, text=True, timeout=timeout, cwd=env.ROOT,
-                          env=env.child_environment())
-    said = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if said and "case" not in said[-1]:
-        return said[-1]  # the verdict
-    # it died: name the case it was running (its last progress line) and the error
-    tail = [ln for ln in (done.stderr or "").splitlines() if ln.strip()][-1:]
-    return {"crash": tail[0] if tail else f"exit status {done.returncode}",
-            "case": said[-1]["case"] if said else "loading the kernel"}
-
-
-def _crash_mismatch(result: dict, case_hint: str) -> None:
-    if "crash" in result:
-        raise Mismatch(f"your kernel crashed the GPU on the case {result['case']!r}: "
-                       f"{result['crash']}", case_hint)
-    if "mismatch" in result:
-        raise Mismatch(result["mismatch"], result.get("hint", case_hint))
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,9 +76,10 @@ def check_silu(source, report) -> None:
         report.line("running it needs a GPU: on one, this check also tries odd lengths, "
                     "empty and misaligned views, and measures the speed")
         return
-    _crash_mismatch(_run_child("silu", source),
-                    "a misaligned float4 access or an index past n: check the alignment of "
-                    "both pointers and that 4t + 3 < n before the vector path")
+    kernel_checks.expect_child_ok(kernel_checks.run_child("03.silu", source),
+                                  "a misaligned float4 access or an index past n: check the "
+                                  "alignment of both pointers and that 4t + 3 < n before the "
+                                  "vector path")
     report.line("matches F.silu on odd lengths, empty, misaligned input and output")
     from course_utils import nvrtc
 
@@ -115,11 +91,11 @@ def check_silu(source, report) -> None:
                       2 * x.numel() * 4)
 
 
-def _silu_child(path: str) -> dict:
+def silu_child(source: str, small: bool) -> dict:
+    """The GPU child of 03.silu (run by :func:`exercises.kernel_checks.run_child`)."""
     from course_utils import nvrtc
 
-    # the student's source as a string: a .cu *file* must have the header marker, a string not
-    kernel = nvrtc.kernel(Path(path).read_text(), "silu_kernel", verbose=False)
+    kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
     base = torch.randn(4099 + 2, device="cuda")
     cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
              for n in (0, 1, 3, 4, 7, 4099)]
@@ -170,12 +146,10 @@ def sanitize_scale(source: str | None = None) -> str:
     tool = sanitizer.path()
     if tool is None:
         raise RuntimeError("compute-sanitizer not found (it ships with the CUDA toolkit)")
-    path = SCALE_CU
-    if source is not None:
-        path = env.var_dir("exercises") / "scale_fixed.cu"
-        path.write_text(source)
+    path = kernel_checks.child_source_file("03.oob", SCALE_CU.read_text() if source is None
+                                           else source)
     done = subprocess.run([tool, "--tool", "memcheck", "--show-backtrace", "no",
-                           sys.executable, "-m", __name__, "scale", str(path)],
+                           sys.executable, "-m", kernel_checks.__name__, "03.oob", str(path)],
                           capture_output=True, text=True, timeout=600, cwd=env.ROOT,
                           # every tensor its own cudaMalloc of its exact size, so that
                           # memcheck sees x[n] as past the end of x
@@ -185,10 +159,16 @@ def sanitize_scale(source: str | None = None) -> str:
     return "\n".join(keep[:12] + (keep[-1:] if len(keep) > 12 else []))
 
 
-def _scale_child(path: str) -> dict:
+def scale_child(source: str, small: bool) -> dict:
+    """The GPU child of 03.oob: the scale kernel (the buggy one, or a student's fix) on a
+    length that is no multiple of the block (run by :func:`exercises.kernel_checks.run_child`,
+    and under compute-sanitizer by :func:`sanitize_scale`)."""
     from course_utils import nvrtc
 
-    kernel = nvrtc.kernel(path, "scale", **SCALE_OPTIONS)
+    # the lesson's own file by its path, so that compute-sanitizer's report names
+    # scale_buggy.cu; a student's fix as the string it is (reported as <source>, same lines)
+    program = SCALE_CU if source == SCALE_CU.read_text() else source
+    kernel = nvrtc.kernel(program, "scale", **SCALE_OPTIONS)
     n = 4095  # not a multiple of the block: thread i == n exists, and x[n] is past x
     # made on the CPU and copied, compared on the CPU: under memcheck only `scale` is instrumented
     cpu_x = torch.randn(n)
@@ -238,7 +218,8 @@ def check_oob(bug_line, fixed_line, report) -> None:
     summary = next((ln for ln in sanitized.splitlines() if "ERROR SUMMARY" in ln), sanitized)
     expect("ERROR SUMMARY: 0 errors" in summary, f"compute-sanitizer on your fix: {summary}",
            "thread i may touch x[i] and y[i] only when i < n")
-    _crash_mismatch(_run_child("scale", fixed), "thread i may write y[i] only when i < n")
+    kernel_checks.expect_child_ok(kernel_checks.run_child("03.oob", fixed),
+                                  "thread i may write y[i] only when i < n")
     report.line(f"compute-sanitizer on your fix: {summary.strip('= ')}")
 
 
@@ -407,8 +388,3 @@ columns, rows that are not a multiple of 8, a guard zone after `y`) against `x.s
 under memcheck, and measures it against the copy bandwidth.""")
 def check_warp_sum(source, report) -> None:
     kernel_checks.check_spec(SPECS["03.warp_sum"], source, report)
-
-
-if __name__ == "__main__":
-    child = {"silu": _silu_child, "scale": _scale_child}[sys.argv[1]]
-    print(json.dumps(child(sys.argv[2])))

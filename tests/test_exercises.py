@@ -139,15 +139,15 @@ def test_what_the_gpu_children_compile_compiles_here(tmp_path):
 def test_the_gpu_child_runs_and_a_crash_names_its_case():
     # the child process machinery, for real; without a GPU it stops at loading the kernel
     from course_utils import env
-    from exercises import lesson03
+    from exercises import kernel_checks
 
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")
     silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
-    result = lesson03._run_child("silu", silu)
+    result = kernel_checks.run_child("03.silu", silu)
     assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
     with pytest.raises(exercises.Mismatch, match="crashed the GPU on the case 'loading the kern"):
-        lesson03._crash_mismatch(result, "hint")
+        kernel_checks.expect_child_ok(result, "hint")
 
 
 # On a GPU the checks of lessons 06 and 09 go further than on a CPU: these make sure they did
