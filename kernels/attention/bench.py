@@ -196,6 +196,26 @@ def table(records: list[results.Record]) -> None:
         print(f"{r.what[:70]:70s} {r.value:9.1f} {ratio_c} {ratio_p}  {r.unit}")
 
 
+STORY = ("triton", "wgmma", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient")  # the summary's columns
+
+
+def summary(records: list[results.Record], providers=STORY) -> None:
+    """One row per problem, one column of TFLOP/s per provider: the records cut to the story
+    (the full table, every step and the naive provider included, is one :func:`table` away and
+    in ``docs/results/<device>.md``)."""
+    timed = {(r.what.split(" ", 1)[0], r.what.split(" ", 1)[1]): r.value
+             for r in records if r.unit == "TFLOP/s"}
+    problems = list(dict.fromkeys(problem for _, problem in timed))
+    shown = {p: max(10, len(p.removeprefix('sdpa_')) + 2) for p in providers
+             if any((p, problem) in timed for problem in problems)}  # name: column width
+    print(f"{'TFLOP/s':40s}" + "".join(f"{p.removeprefix('sdpa_'):>{w}s}"
+                                       for p, w in shown.items()))
+    for problem in problems:
+        print(f"{problem.replace('bfloat16 ', ''):40s}" + "".join(
+            f"{timed[p, problem]:{w}.0f}" if (p, problem) in timed else f"{'-':>{w}s}"
+            for p, w in shown.items()))
+
+
 def verdicts(records: list[results.Record]) -> list[str]:
     """The lesson's targets read from ``records``, one line each."""
     lines = []
