@@ -9,6 +9,9 @@ whole file (the H100 worklogs, llm.c's ``dev/cuda``)::
                diffs.excerpt(path, "// Step 2:", "// Steps 3 and 4"), names=("step 1", "step 2"))
     diffs.region(path, "epilogue")   # the text between "// region: epilogue" and "// endregion"
 
+:func:`show` displays a whole source file, or an excerpt of it between two marker texts, with
+its syntax highlighted: every lesson shows kernels from their files this one way.
+
 A :class:`Diff` shows itself as coloured HTML in Jupyter (``_repr_html_``) and as a plain
 unified diff everywhere else (``str``), so an executed notebook's text output stays the same
 from run to run. Each hunk carries a one-line note where the new source has one: an added
@@ -53,6 +56,21 @@ def excerpt(path: str | os.PathLike, start: str, end: str | None = None) -> str:
         raise ValueError(f"end expected a text found after {start!r} in {Path(path).name}, "
                          f"got {end!r}")
     return "\n".join(lines[first:last]) + "\n"
+
+
+def show(path: str | os.PathLike, start: str | None = None, end: str | None = None) -> None:
+    """Display ``path`` (or its :func:`excerpt` from ``start`` to ``end``) in a notebook, as
+    CUDA or Python by its suffix. Blank lines and a lone ``@triton.jit`` at the end of an
+    excerpt are left out: they belong to the next function."""
+    from IPython.display import Code, display
+
+    text = excerpt(path, start, end) if start else "\n".join(_read(path, "path")) + "\n"
+    lines = text.rstrip("\n").splitlines()
+    while start and lines and lines[-1].strip() in ("", "@triton.jit"):
+        lines.pop()
+    language = "cuda" if Path(path).suffix in (".cu", ".cuh") else (
+        "c++" if Path(path).suffix in (".cpp", ".h") else "python")
+    display(Code("\n".join(lines), language=language))
 
 
 def region(path: str | os.PathLike, name: str) -> str:

@@ -87,3 +87,21 @@ def test_lesson_07_steps_are_excerpts_of_wgmma_cu():
     assert d.added > 0 and d.removed > 0
     # the ring's "empty" barriers are what step 2 adds
     assert any("empty[" in text for h in d.hunks for tag, text in h.lines if tag == "+")
+
+
+def test_show_displays_an_excerpt_without_the_next_functions_decorator(tmp_path, monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    path = tmp_path / "k.py"
+    path.write_text("import triton\n\n@triton.jit\ndef a():\n    pass\n\n\n@triton.jit\ndef b():\n"
+                    "    pass\n")
+    diffs.show(path, "def a", "def b")
+    assert shown[-1].data == "def a():\n    pass"
+    cu = tmp_path / "k.cu"
+    cu.write_text("__global__ void k() {}\n")
+    diffs.show(cu)
+    assert shown[-1].data == "__global__ void k() {}" and shown[-1].language == "cuda"
+    with pytest.raises(ValueError, match="start expected a text found in k.cu"):
+        diffs.show(cu, "no such marker")
