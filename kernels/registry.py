@@ -19,7 +19,7 @@ Each op names its eager kernel as the reference; ``tests/test_kernel_matrix.py``
 registered kernel against it, so a new kernel joins the tests (and the notebooks' benchmark
 tables) by being registered, from a course module, a notebook or your own module alike;
 :func:`unregister` leaves the registry as before. Bad registrations raise ``ValueError`` at
-once. ``kernels/README.md`` is the guide; notebook 06 walks through it with an FP64 GEMM.
+once. ``kernels/README.md`` is the guide; notebook 09 walks through it with an FP64 GEMM.
 """
 
 from __future__ import annotations
@@ -92,12 +92,16 @@ class Kernel:
     min_capability: tuple[int, int] | None = None
     needs: tuple[str, ...] = ()  # requirement names of course_utils.env ("nvcc", "triton", ...)
     contiguous: bool = False  # True: only contiguous inputs
-    check: Callable[..., str | None] | None = None  # extra reason, kernel-specific
+    # extra reason, kernel-specific; from shapes, strides, dtypes, devices and addresses only
+    # (never values: a call remembers each problem it accepted)
+    check: Callable[..., str | None] | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # accumulator, tile config, ...
     description: str = ""
     origin: str | None = None  # the module that registered it (set by register())
     _built: Callable | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # problems this kernel has checked and accepted (see __call__): key -> None, bounded
+    _accepted: dict = field(default_factory=dict, init=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -193,17 +197,44 @@ class Kernel:
             if reason := self.supports(*args):
                 raise KernelNotSupported(f"{self.name}: {reason}")
             return self.load()(*args, **kwargs)
-        # built, so this machine can run it (load() checked): only the problem is checked,
-        # once, here; the kernel does not check again (lesson 04 measures what each layer costs)
-        OPS[self.op].validate(*args)
-        if reason := self._problem_reason(args):
-            raise KernelNotSupported(f"{self.name}: {reason}")
+        # built, so this machine can run it (load() checked): only the problem is checked, here,
+        # and once per distinct problem. Every check reads the arguments' shapes, strides,
+        # dtypes, devices and (alignment, TMA descriptors) addresses, never their values, so a
+        # problem accepted before is accepted again: a call in a loop pays a key and a lookup
+        # instead of the checks (lesson 09 measures what each layer of a call costs)
+        key = _problem_key(args)
+        if key is None or key not in self._accepted:
+            OPS[self.op].validate(*args)
+            if reason := self._problem_reason(args):
+                raise KernelNotSupported(f"{self.name}: {reason}")
+            if key is not None:
+                if len(self._accepted) >= ACCEPTED_PROBLEMS:
+                    self._accepted.clear()  # a long-running sweep must not grow it forever
+                self._accepted[key] = None
         return built(*args, **kwargs)
 
     def __repr__(self) -> str:
         dtypes = ", ".join(map(_dtype_name, self.dtypes))
         extra = f", meta={self.meta}" if self.meta else ""
         return f"<Kernel {self.name}: {dtypes} on {'/'.join(self.devices)}{extra}>"
+
+
+ACCEPTED_PROBLEMS = 256  # distinct problems a kernel remembers as checked
+
+
+def _problem_key(args: tuple) -> tuple | None:
+    """What the checks of a call depend on, hashable; None when an argument is neither a tensor
+    nor a plain value (then the call is checked every time)."""
+    key = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            key.append((arg.data_ptr(), arg.shape, arg.stride(), arg.dtype, arg.device,
+                        arg.requires_grad))
+        elif arg is None or isinstance(arg, (bool, int, float, str)):
+            key.append((type(arg), arg))
+        else:
+            return None
+    return tuple(key)
 
 
 @functools.cache  # a GPU's capability does not change: ask torch once per device

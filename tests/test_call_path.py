@@ -16,7 +16,7 @@ def counted(monkeypatch):
 
     def check(a, b):
         calls["check"] += 1
-        return "b must not be all zeros" if not b.any() else None
+        return "b must be 8 long or more" if b.numel() < 8 else None
 
     def build():
         calls["build"] += 1
@@ -36,22 +36,27 @@ def counted(monkeypatch):
     kernels.unregister(kernel)
 
 
-def test_a_built_kernel_checks_the_problem_once_per_call_and_the_machine_once(counted):
+def test_a_built_kernel_checks_each_problem_once_and_the_machine_once(counted):
     kernel, calls = counted
     a = torch.ones(8)
     for _ in range(10):
         torch.testing.assert_close(kernel(a, a), a + a)
     assert calls["build"] == 1 and calls["run"] == 10
-    assert calls["check"] == 10, "supports() once per call, not again inside"
+    assert calls["check"] == 2, "the first call's supports(), then the problem once: remembered"
     assert calls["unavailable"] <= 2, "the machine is asked before the build, not per call"
+    b = torch.ones(8)  # another address: another problem (alignment, TMA descriptors)
+    kernel(a, b)
+    kernel(a, b)
+    kernel(a, a[:4].repeat(2))  # same shape, new storage
+    assert calls["check"] == 4 and calls["run"] == 13
 
 
 def test_after_the_first_call_bad_problems_are_still_refused(counted):
     kernel, calls = counted
     a = torch.ones(8)
     kernel(a, a)
-    with pytest.raises(KernelNotSupported, match="b must not be all zeros"):
-        kernel(a, torch.zeros(8))
+    with pytest.raises(KernelNotSupported, match="b must be 8 long or more"):
+        kernel(a[:4], a[:4])
     with pytest.raises(KernelNotSupported, match="supports float32; got a of float64"):
         kernel(a.double(), a.double())
     with pytest.raises(ValueError, match="add: b expected the shape of a"):
