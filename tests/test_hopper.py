@@ -199,6 +199,28 @@ def test_registered_call_and_bad_input_on_a_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("number", [1, 4])
+def test_repeated_registered_calls_reuse_one_plan_and_see_new_data(number):
+    # the second call is prepared once (descriptors, packed arguments): it must still write
+    # each call's fresh output and read the operands' current values
+    _hopper()
+    k = kernels.get_kernel("matmul", "wgmma", f"step{number}_bf16")
+    a = torch.randn(300, 128, device="cuda").bfloat16()
+    b = torch.randn(136, 128, device="cuda").bfloat16().t()
+    first = k(a, b)
+    a.mul_(-2)  # same address, new values
+    second = k(a, b)
+    assert first.data_ptr() != second.data_ptr()
+    torch.testing.assert_close(second.double(), a.double() @ b.double(), atol=0.2, rtol=2e-2)
+    plans = len(wgmma._plans)
+    for _ in range(3):
+        k(a, b)
+    assert len(wgmma._plans) == plans, "one problem, one plan"
+    c = torch.randn(64, 128, device="cuda").bfloat16()  # another problem gets its own
+    torch.testing.assert_close(k(c, b).double(), c.double() @ b.double(), atol=0.2, rtol=2e-2)
+
+
+@pytest.mark.gpu
 def test_ceiling_and_timeline_measure_on_a_gpu():
     _hopper()
     c = ceiling.wgmma_ceiling("bf16", iterations=256, repetitions=2)

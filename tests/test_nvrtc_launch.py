@@ -161,3 +161,29 @@ def test_bad_launch_shapes_are_value_errors_naming_what(fake_gpu):
     with pytest.raises(ValueError, match="shared_mem expected a byte count"):
         kernel(x, x, 1, 1.0, Desc(), grid=1, block=1, shared_mem=-1)
     assert driver.launches == []
+
+
+def test_a_prepared_launch_is_checked_once_and_takes_a_new_output_unchecked(fake_gpu):
+    kernel, _, _ = fake_gpu
+    seen = []  # what the driver reads: the output's address, n, the descriptor's first word
+
+    def driver_launch(func, *shape_and_stream, pointers, extra):
+        seen.append((_read(pointers, 1, ctypes.c_uint64), _read(pointers, 2, ctypes.c_int64),
+                     ctypes.cast(pointers[4], ctypes.POINTER(Desc)).contents.words[0]))
+        return 0
+
+    kernel._cu_launch = lambda *args: driver_launch(*args[:-2], pointers=args[-2],
+                                                    extra=args[-1])
+    x, out, other = torch.ones(4), torch.zeros(4), torch.zeros(8)
+    first, second = Desc(), Desc()
+    first.words[0], second.words[0] = 11, 22
+    with pytest.raises(TypeError, match=r"argument 2 \(long long n\) expected a Python int"):
+        kernel.prepare(x, out, 1.5, 1.0, first, grid=1, block=32)
+    prepared = kernel.prepare(x, out, 7, 1.0, first, grid=(3, 2), block=64)
+    assert (prepared.grid, prepared.block) == ((3, 2, 1), (64, 1, 1))
+    kernel(x, x, 99, 1.0, second, grid=1, block=1)  # the kernel's own launches change nothing
+    prepared()
+    prepared.set_address(1, other.data_ptr())
+    prepared.set_value(4, second)
+    prepared()
+    assert seen[1:] == [(out.data_ptr(), 7, 11), (other.data_ptr(), 7, 22)]

@@ -65,6 +65,7 @@ from course_utils.nvrtc.launch import (
     Launcher,
     NoGPUError,
     Param,
+    Prepared,
     check_args,
     device_capability,
     device_properties,
@@ -91,7 +92,8 @@ from course_utils.nvrtc.source import (
 __all__ = [
     "ARCH_LINE", "CACHE_FORMAT", "DEFAULT_ARCH", "DEFAULT_OPTIONS", "DTYPE_CTYPES", "EXAMPLE",
     "MARKER", "local_includes", "required_arch",
-    "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param", "Source",
+    "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param",
+    "Prepared", "Source",
     "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler",
     "device_capability", "device_properties", "examples", "generate_header", "ide_defines",
     "include_dirs", "kernel", "kernel_sources", "launch", "library_path", "load", "normalize_arch",

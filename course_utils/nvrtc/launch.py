@@ -148,6 +148,18 @@ class Kernel:
             self.set_shared_memory(shared_mem)
         return Launcher(self, grid, block, shared_mem)
 
+    def prepare(self, *args, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1,
+                shared_mem: int = 0) -> Prepared:
+        """This kernel with its launch shape *and* its arguments checked and packed once:
+        ``prepared()`` is one ``cuLaunchKernel``. For a caller that launches one problem many
+        times (a registered op called in a loop); ``prepared.set_address``/``set_value``
+        change the argument that differs from call to call (a fresh output) without checks."""
+        shape = self.launcher(grid, block, shared_mem)  # the launch shape checked
+        # every argument checked, each in a ctypes value of its own (a by-value ctypes argument,
+        # a TMA descriptor, is kept itself): the packer's slots are reused by its next launch
+        values = check_args(self.compiled.name, self.params, args, self._packer.device)
+        return Prepared(self, values, shape.grid, shape.block, shape.shared_mem)
+
     @property
     def handle(self) -> ctypes.c_void_p:
         """The driver's ``CUfunction``, for calling the driver yourself."""
@@ -160,7 +172,11 @@ class Kernel:
 
     def _launch(self, args: tuple, grid: tuple[int, int, int], block: tuple[int, int, int],
                 shared_mem: int, stream: torch.cuda.Stream | None) -> None:
-        pointers = self._packer.pack(args)
+        self._driver_launch(self._packer.pack(args), grid, block, shared_mem, stream)
+
+    def _driver_launch(self, pointers: ctypes.Array, grid: tuple[int, int, int],
+                       block: tuple[int, int, int], shared_mem: int,
+                       stream: torch.cuda.Stream | None) -> None:
         handle = _raw_stream(self.device) if stream is None else stream.cuda_stream
         if torch.cuda.current_device() == self.device:
             result = self._cu_launch(self._func, *grid, *block, shared_mem, handle, pointers,
@@ -198,6 +214,32 @@ class Launcher:
     def __repr__(self) -> str:
         return (f"<launcher of {self.kernel.compiled.name}: grid {self.grid}, "
                 f"block {self.block}, shared_mem {self.shared_mem}>")
+
+
+class Prepared:
+    """A launch packed once (:meth:`Kernel.prepare`). ``prepared(stream=None)`` launches it;
+    between launches, :meth:`set_address` (a pointer argument) and :meth:`set_value` (a by-value
+    ctypes argument) replace one argument, unchecked: the caller has checked the new value's
+    kind (a tensor like the first, a descriptor of the same shape). One thread at a time: the
+    packed values are shared, so a caller keeps one per thread."""
+
+    def __init__(self, kernel: Kernel, values: list, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], shared_mem: int):
+        self.kernel, self.grid, self.block, self.shared_mem = kernel, grid, block, shared_mem
+        self._values = values  # kept alive: the pointer array points into them
+        self._pointers = (ctypes.c_void_p * max(len(values), 1))(
+            *[ctypes.addressof(v) for v in values])
+
+    def set_address(self, index: int, address: int) -> None:
+        self._values[index].value = address
+
+    def set_value(self, index: int, value: ctypes.Structure | ctypes._SimpleCData) -> None:
+        self._values[index] = value
+        self._pointers[index] = ctypes.addressof(value)
+
+    def __call__(self, stream: torch.cuda.Stream | None = None) -> None:
+        self.kernel._driver_launch(self._pointers, self.grid, self.block, self.shared_mem,
+                                   stream)
 
 
 _BY_VALUE = (ctypes._SimpleCData, ctypes.Structure)  # the escape hatch of check_args

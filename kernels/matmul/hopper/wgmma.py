@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,11 +256,10 @@ def _loaded(s: Step, v: Variant, device: int, timeline: bool) -> nvrtc.Kernel:
 _NO_TIMELINE = ctypes.c_void_p(0)
 
 
-def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
-           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
-    """Launch on already-checked operands: ``a`` [M, K], ``bt`` = ``b.t()`` [N, K], ``out``
-    [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py)."""
-    s, v = step(s), variant(v)
+def _arguments(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor,
+               timeline: torch.Tensor | None):
+    """(kernel, arguments, launch shape, the step as launched) of one problem; the output is
+    argument ``len(arguments) - 5`` (after the descriptors)."""
     m, n = out.shape
     device = a.device.index or 0
     if s.tma_store and tma.check_operand("out", out):
@@ -268,15 +268,73 @@ def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
     tmaps = [tma.encode(a, s.bm, "a"), tma.encode(bt, s.bn, "b.t()")]
     if s.specialized:  # (step 3 takes C's descriptor too, and does not use it)
         tmaps.append(tma.encode(out, 64, "out") if s.tma_store else tmaps[1])
-    kernel(*tmaps, out, m, n, a.shape[1], _NO_TIMELINE if timeline is None else timeline,
-           grid=s.grid(m, n, _sm_count(device)), block=s.threads, shared_mem=s.shared_bytes)
+    args = (*tmaps, out, m, n, a.shape[1], _NO_TIMELINE if timeline is None else timeline)
+    shape = {"grid": s.grid(m, n, _sm_count(device)), "block": s.threads,
+             "shared_mem": s.shared_bytes}
+    return kernel, args, shape, s
+
+
+def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
+           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+    """Launch on already-checked operands: ``a`` [M, K], ``bt`` = ``b.t()`` [N, K], ``out``
+    [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py)."""
+    kernel, args, shape, _ = _arguments(step(s), variant(v), a, bt, out, timeline)
+    kernel(*args, **shape)
+
+
+# -- the registered call: one problem prepared once ---------------------------------------------
+#
+# A registered call in a loop repeats one problem: the same operands (addresses, shapes,
+# strides), a fresh output each time. Everything but the output is prepared on the first call
+# (the loaded kernel, A's and B's TMA descriptors, the launch shape, every argument packed: a
+# :class:`course_utils.nvrtc.Prepared`); a later call allocates the output, puts its address
+# (and, with a TMA store, its descriptor, itself remembered by address) into the packed
+# arguments and launches: a dictionary lookup and one cuLaunchKernel, as torch.mm's own path.
+# The key holds the addresses because a descriptor does; one plan per thread, because a
+# prepared launch's arguments are shared.
+
+
+@dataclass
+class _Plan:
+    prepared: nvrtc.Prepared
+    out_index: int  # the output's address among the arguments
+    store_box: int | None  # the output's TMA descriptor: its index, or None (plain stores)
+    # the step and variant, kept alive: the key holds their ids. The operands are not kept: a
+    # tensor allocated later at the same address, shape and strides gets the same descriptors
+    keep: tuple
+
+    def __call__(self, out: torch.Tensor) -> None:
+        self.prepared.set_address(self.out_index, out.data_ptr())
+        if self.store_box is not None:
+            self.prepared.set_value(self.store_box, tma.encode(out, 64, "out"))
+        self.prepared()
+
+
+_plans: dict[tuple, _Plan] = {}
+PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
+
+
+def _plan(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor) -> _Plan:
+    key = (id(s), id(v), a.data_ptr(), a.shape, a.stride(), bt.data_ptr(), bt.shape,
+           bt.stride(), a.device, threading.get_ident())
+    if (plan := _plans.get(key)) is None:
+        kernel, args, shape, launched = _arguments(s, v, a, bt, out, None)
+        out_index = len(args) - 5  # (descriptors..., out, m, n, k, timeline)
+        plan = _Plan(kernel.prepare(*args, **shape), out_index,
+                     out_index - 1 if launched.specialized and launched.tma_store else None,
+                     (s, v))
+        if len(_plans) >= PLANS:
+            _plans.clear()
+        _plans[key] = plan
+    return plan
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant) -> torch.Tensor:
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
-    launch(s, v, a, b.t(), out)
+    bt = b.t()
+    _plan(s, v, a, bt, out)(out)
     return out
 
 
