@@ -76,7 +76,8 @@ def test_steps_fit_hopper_shared_memory_and_name_their_configuration():
 def test_every_step_and_variant_is_registered_with_its_metadata():
     found = kernels.get_kernels("matmul", where=lambda k: k.provider == "wgmma")
     assert {k.variant for k in found} == {f"step{s}_{v}" for s in wgmma.STEPS
-                                          for v in wgmma.VARIANTS}
+                                          for v in wgmma.VARIANTS} | {
+        f"auto_{v}" for v in wgmma.VARIANTS}
     for k in found:
         assert k.min_capability == (9, 0) and k.meta["kernel"].startswith("wgmma_")
 

@@ -1,4 +1,5 @@
-"""The workload ``compute-sanitizer`` checks for lesson 07: every step, bf16 and fp8, once.
+"""The workload ``compute-sanitizer`` checks for lesson 07: every step and every tile shape the
+registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8, once.
 
     compute-sanitizer --tool synccheck python -m kernels.matmul.hopper.sanitize_wgmma
 
@@ -15,7 +16,7 @@ import sys
 import torch
 
 from course_utils import sanitizer
-from kernels.matmul.hopper import wgmma
+from kernels.matmul.hopper import tiles, wgmma
 
 
 def main() -> int:
@@ -26,7 +27,8 @@ def main() -> int:
         print(f"sanitize_wgmma: {reason}")
         return 1
     failed = []
-    for s in wgmma.STEPS.values():
+    steps = [*wgmma.STEPS.values(), *(c.step for c in tiles.CANDIDATES[1:])]
+    for s in steps:
         for name in ("bf16", "fp8_e4m3"):
             v = wgmma.variant(name)
             m, n, k = 200, 300, 10 * 128 // v.a.itemsize  # 10 K tiles: every slot reused
@@ -37,7 +39,7 @@ def main() -> int:
             expected = a.double() @ bt.double().t()
             err = (out.double() - expected).abs().max().item()
             if not err <= 0.03 * max(expected.abs().max().item(), 1):
-                failed.append(f"{s.name} {name} {m}x{n}x{k}: max error {err}")
+                failed.append(f"{s.template} {name} {m}x{n}x{k}: max error {err}")
     torch.cuda.synchronize()
     print("sanitize_wgmma: " + ("; ".join(failed) if failed else
                                 "every step ran and matched the float64 reference"))

@@ -180,16 +180,17 @@ def compile_step(s: int | Step, v: str | Variant, *, timeline: bool = False,
 
 
 def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
-    """Every step in every variant, the ceilings and the TIMELINE builds the lesson uses, in
-    parallel threads (NVRTC is thread-safe and ctypes lets go of the GIL while it compiles):
-    what ``make prepare`` caches before a lecture."""
+    """Every step and tile candidate in every variant, the ceilings and the TIMELINE builds the
+    lesson uses, in parallel threads (NVRTC is thread-safe and ctypes lets go of the GIL while
+    it compiles): what ``make prepare`` caches before a lecture."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernels.matmul.hopper import ceiling
+    from kernels.matmul.hopper import ceiling, tiles
 
+    steps = [*STEPS.values(), *(c.step for c in tiles.CANDIDATES[1:])]  # [0] is step 4
     jobs = [lambda s=s, v=v: compile_step(s, v, arch=arch, verbose=False)
-            for s in STEPS.values() for v in VARIANTS]
+            for s in steps for v in VARIANTS]
     jobs += [lambda s=s: compile_step(s, "bf16", arch=arch, timeline=True, verbose=False)
              for s in STEPS.values()]
     jobs += [lambda v=v: ceiling.compile_ceiling(v, arch=arch, verbose=False) for v in VARIANTS]
@@ -302,11 +303,15 @@ class _Plan:
     # the step and variant, kept alive: the key holds their ids. The operands are not kept: a
     # tensor allocated later at the same address, shape and strides gets the same descriptors
     keep: tuple
+    stored_to: int = 0  # the output address the packed descriptor describes
 
     def __call__(self, out: torch.Tensor) -> None:
-        self.prepared.set_address(self.out_index, out.data_ptr())
-        if self.store_box is not None:
+        address = out.data_ptr()
+        self.prepared.set_address(self.out_index, address)
+        # the allocator mostly hands back the last output's block: then its descriptor stands
+        if self.store_box is not None and address != self.stored_to:
             self.prepared.set_value(self.store_box, tma.encode(out, 64, "out"))
+            self.stored_to = address
         self.prepared()
 
 
@@ -314,15 +319,15 @@ _plans: dict[tuple, _Plan] = {}
 PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
 
 
-def _plan(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor) -> _Plan:
-    key = (id(s), id(v), a.data_ptr(), a.shape, a.stride(), bt.data_ptr(), bt.shape,
-           bt.stride(), a.device, threading.get_ident())
+def _plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> _Plan:
+    key = (id(s), id(v), a.data_ptr(), a.shape, a.stride(), b.data_ptr(), b.shape, b.stride(),
+           a.device, threading.get_ident())
     if (plan := _plans.get(key)) is None:
-        kernel, args, shape, launched = _arguments(s, v, a, bt, out, None)
+        kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None)
         out_index = len(args) - 5  # (descriptors..., out, m, n, k, timeline)
-        plan = _Plan(kernel.prepare(*args, **shape), out_index,
-                     out_index - 1 if launched.specialized and launched.tma_store else None,
-                     (s, v))
+        store_box = out_index - 1 if launched.specialized and launched.tma_store else None
+        plan = _Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
+                     out.data_ptr() if store_box is not None else 0)
         if len(_plans) >= PLANS:
             _plans.clear()
         _plans[key] = plan
@@ -330,11 +335,11 @@ def _plan(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Ten
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant) -> torch.Tensor:
+    """``a @ b`` with step ``s`` on operands already checked (problem_reason, gpu_reason)."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
-    bt = b.t()
-    _plan(s, v, a, bt, out)(out)
+    _plan(s, v, a, b, out)(out)
     return out
 
 
@@ -351,27 +356,41 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
 
 
 def register_all() -> list:
-    """Register every (step, variant) as ("matmul", "wgmma", "step<N>_<variant>")."""
-    from kernels.registry import register
+    """Register every (step, variant) as ("matmul", "wgmma", "step<N>_<variant>"), and step 4's
+    kernel with its tile chosen per problem (tiles.py) as ("matmul", "wgmma", "auto_<variant>")."""
+    from kernels.matmul.hopper import tiles
 
     registered = []
-    for s in STEPS.values():
-        for v in VARIANTS.values():
-            def check(a, b, _v=v):
-                return problem_reason(_v, a, b) or gpu_reason(_capability(a))
-
-            registered.append(register(
-                "matmul", "wgmma", f"{s.name}_{v.name}",
-                build=lambda _s=s, _v=v: functools.partial(_run, s=_s, v=_v),
-                dtypes=tuple(dict.fromkeys((v.a, v.b))), devices=("cuda",),
-                min_capability=(9, 0), needs=("cuda", "nvrtc"), check=check,
-                meta={"step": s.number, "idea": s.idea, "a": v.a, "b": v.b, "out": v.out,
-                      "accumulator": "f32", "instruction": v.ptx.replace("nN", f"n{s.bn}"),
-                      "tile": (s.bm, s.bn), "stages": s.stages, "consumers": s.consumers,
-                      "k_step": v.k_step, "source": "kernels/matmul/hopper/wgmma.cu",
-                      "kernel": s.template, "tolerance": tolerance(v)},
-                description=f"wgmma {s.name} {v.name}: {s.idea}"))
+    for v in VARIANTS.values():
+        for s in STEPS.values():
+            registered.append(_register(
+                f"{s.name}_{v.name}", functools.partial(_run, s=s, v=v), v, s.idea,
+                {"step": s.number, "idea": s.idea, "tile": (s.bm, s.bn), "stages": s.stages,
+                 "consumers": s.consumers, "kernel": s.template,
+                 "instruction": v.ptx.replace("nN", f"n{s.bn}")}))
+        idea = ("step 4's kernel, its tile shape chosen per problem by the wave-quantisation "
+                "rule of tiles.py")
+        registered.append(_register(
+            f"auto_{v.name}", functools.partial(tiles.run, v=v), v, idea,
+            {"step": BEST.number, "idea": idea, "tile": "chosen per problem",
+             "tiles": [c.name for c in tiles.CANDIDATES], "kernel": BEST.kernel,
+             "instruction": v.ptx}))
     return registered
+
+
+def _register(name: str, fn, v: Variant, idea: str, meta: dict):
+    from kernels.registry import register
+
+    def check(a, b):
+        return problem_reason(v, a, b) or gpu_reason(_capability(a))
+
+    return register(
+        "matmul", "wgmma", name, build=lambda: fn, dtypes=tuple(dict.fromkeys((v.a, v.b))),
+        devices=("cuda",), min_capability=(9, 0), needs=("cuda", "nvrtc"), check=check,
+        meta={**meta, "a": v.a, "b": v.b, "out": v.out, "accumulator": "f32",
+              "k_step": v.k_step, "source": "kernels/matmul/hopper/wgmma.cu",
+              "tolerance": tolerance(v)},
+        description=f"wgmma {name.replace('_', ' ', 1)}: {idea}")
 
 
 def tolerance(v: str | Variant) -> dict[torch.dtype, tuple[float, float]]:
