@@ -59,10 +59,11 @@ def rates(fns: dict, flop: int, rounds: int = 3) -> dict[str, float]:
 
 
 def bare_launch(s: wgmma.Step, v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
-    """The kernel alone: operands checked and output allocated once, outside the timing."""
+    """The kernel alone: operands checked, output allocated and launch prepared once, outside
+    the timing (so that a short kernel is not timed behind the host's per-call work)."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device="cuda")
-    bt = b.t()
-    return lambda: wgmma.launch(s, v, a, bt, out)
+    launch = wgmma.plan(s, v, a, b, out)
+    return lambda: launch(out)
 
 
 def one_call_between_events(fn, flop: int) -> float:
@@ -176,8 +177,8 @@ def table(records: list[results.Record]) -> None:
 RECORDED = "nvidia-h100-80gb-hbm3"  # the device whose committed records a CPU run shows
 
 
-def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
-    """(environment line, lesson 07's records) from ``docs/results/<slug>.json``."""
+def recorded(slug: str = RECORDED, lesson: str = LESSON) -> tuple[str, list[results.Record]]:
+    """(environment line, ``lesson``'s records) from ``docs/results/<slug>.json``."""
     import json
 
     path = env.RESULTS_DIR / f"{slug}.json"
@@ -185,9 +186,9 @@ def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
         raise FileNotFoundError(f"no results for {slug} in {env.RESULTS_DIR}: make bench "
                                 "on that GPU writes them")
     data = json.loads(path.read_text())
-    environment = data.get("environments", {}).get(LESSON, data["environment"])
+    environment = data.get("environments", {}).get(lesson, data["environment"])
     line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))
-    found = [results.Record(**r) for r in data["records"] if r["lesson"] == LESSON]
+    found = [results.Record(**r) for r in data["records"] if r["lesson"] == lesson]
     return f"{line} · git {environment.get('git')}", found
 
 

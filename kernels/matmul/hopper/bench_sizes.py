@@ -148,3 +148,81 @@ def verdicts(records: list[results.Record]) -> list[str]:
                 met == len(found), "cuBLAS measured in the same rounds; what limits the "
                 "misses is in notebook 07's section on sizes"))
     return lines
+
+
+# -- drawing the records (CPU students see the H100's) ----------------------------------------
+
+
+def recorded(slug: str = bench.RECORDED) -> tuple[str, list[results.Record]]:
+    """(environment line, this benchmark's records) from ``docs/results/<slug>.json``."""
+    return bench.recorded(slug, LESSON)
+
+
+def plot_sizes(records: list[results.Record], environment: str | None = None):
+    """The registered auto call against cuBLAS at every recorded shape: one panel per type,
+    a marker per timing mode, the targets as dashed lines."""
+    from course_utils import plots
+
+    names = [n for n in ("bf16", "fp8_e4m3")
+             if any(r.what.startswith(f"{n} auto ") for r in records)]
+    if not names:
+        raise ValueError("records expected 'auto' entries of bench_sizes, found none")
+    fig, axes = plots.figure("The registered wgmma call against cuBLAS, as a caller calls it",
+                             ylabel="× cuBLAS (same run)", ncols=len(names),
+                             figsize=(6.5 * len(names), 4.6))
+    for ax, name in zip(axes if len(names) > 1 else [axes], names, strict=True):
+        order = [label(*s) for s in shapes()]
+        for mode, marker in zip(MODES, ("o", "s"), strict=True):
+            found = {s: _ratio(records, f"{name} auto {s} {mode}") for s in order}
+            xs = [i for i, s in enumerate(order) if found[s] is not None]
+            ax.plot(xs, [found[order[i]] for i in xs], marker, label=mode, ms=7, alpha=0.8)
+        targets = (0.95, 0.80) if name == "bf16" else (1.0,)
+        for target in targets:
+            ax.axhline(target, ls="--", lw=1, color="#555555")
+            ax.annotate(f"target {target:.2f}×", xy=(0.01, target), fontsize=8,
+                        xycoords=("axes fraction", "data"), xytext=(0, 3),
+                        textcoords="offset points")
+        ax.set_xticks(range(len(order)), [s.replace("^3", "³").replace("x", "×") for s in order],
+                      fontsize=7, rotation=35, ha="right")
+        ax.set_title(name, fontsize=10)
+        ax.set_ylim(0.4, 1.25)
+        ax.legend(fontsize=8, loc="lower right")
+    if environment is not None:
+        plots.note(fig, f"recorded on {environment}")
+    return fig
+
+
+def plot_tile_sweep(records: list[results.Record], environment: str | None = None):
+    """Every candidate tile at each swept shape (× cuBLAS), the rule's choice outlined."""
+    from matplotlib.patches import Patch
+
+    from course_utils import plots
+
+    rows = [r for r in records if r.what.startswith("tile sweep ")]
+    if not rows:
+        raise ValueError("records expected 'tile sweep' entries of bench_sizes, found none")
+    shapes_ = list(dict.fromkeys(r.what.split()[3] for r in rows))
+    names = [c.name for c in tiles.CANDIDATES]
+    fig, ax = plots.figure("Each tile shape at each problem (bare launch), the rule's pick "
+                           "outlined", ylabel="× cuBLAS (same run)", figsize=(10, 4.6))
+    width = 0.8 / len(names)
+    for j, tile in enumerate(names):
+        for i, shape in enumerate(shapes_):
+            r = next((r for r in rows if r.what.split()[3:5] == [shape, tile]), None)
+            if r is None:
+                continue
+            chosen = r.what.endswith("(chosen)")
+            ax.bar(i + (j - (len(names) - 1) / 2) * width, r.value / r.peer, width,
+                   color=f"C{j}", edgecolor="black" if chosen else "none",
+                   linewidth=2 if chosen else 0)
+    ax.axhline(1.0, ls="--", lw=1, color="#555555")
+    ax.set_xticks(range(len(shapes_)), [s.replace("^3", "³").replace("x", "×") for s in shapes_],
+                  fontsize=8)
+    handles = [Patch(color=f"C{j}", label=tile) for j, tile in enumerate(names)]
+    handles.append(Patch(facecolor="white", edgecolor="black", linewidth=2, label="chosen"))
+    ax.legend(handles=handles, title="tile (M×N)", fontsize=8, ncol=len(handles),
+              loc="upper left")
+    ax.set_ylim(0, 1.3)
+    if environment is not None:
+        plots.note(fig, f"recorded on {environment}")
+    return fig

@@ -319,7 +319,10 @@ _plans: dict[tuple, _Plan] = {}
 PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
 
 
-def _plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> _Plan:
+def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> _Plan:
+    """The prepared launch of step ``s`` for checked operands ``a`` [M, K], ``b`` [K, N]
+    (column-major) and an output like ``out``: ``plan(out)`` writes ``a @ b`` into ``out`` with
+    one ``cuLaunchKernel``. Made on the first call per problem and thread, then looked up."""
     key = (id(s), id(v), a.data_ptr(), a.shape, a.stride(), b.data_ptr(), b.shape, b.stride(),
            a.device, threading.get_ident())
     if (plan := _plans.get(key)) is None:
@@ -339,7 +342,7 @@ def _run(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant) -> torch.Tensor:
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
-    _plan(s, v, a, b, out)(out)
+    plan(s, v, a, b, out)(out)
     return out
 
 
