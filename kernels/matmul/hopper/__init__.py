@@ -7,10 +7,14 @@
 * :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
 * :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;
 * :mod:`~kernels.matmul.hopper.timeline`: what the pipeline did, drawn as a Gantt chart;
-* :mod:`~kernels.matmul.hopper.triton_tma`: the Triton peer (TMA descriptors, persistent).
+* :mod:`~kernels.matmul.hopper.triton_tma`: the Triton peer (TMA descriptors, persistent);
+* :mod:`~kernels.matmul.hopper.tiles`: step 4's kernel in four tile shapes, and the
+  wave-quantisation rule that picks one per problem;
+* ``bench.py`` (the staircase) and ``bench_sizes.py`` (every size, as a caller calls it).
 
-Importing registers every (step, variant) as ``("matmul", "wgmma", "step<N>_<variant>")``;
-nothing is compiled until a kernel is first called.
+Importing registers every (step, variant) as ``("matmul", "wgmma", "step<N>_<variant>")`` and
+step 4 with its tile chosen per problem as ``("matmul", "wgmma", "auto_<variant>")``; nothing
+is compiled until a kernel is first called.
 """
 
 from kernels.matmul.hopper import wgmma
