@@ -8,33 +8,14 @@ import torch
 
 from course_utils import env
 from exercises import (
-    Mismatch,
     bandwidth_verdict,
     exercise,
     expect,
     needs,
 )
+from exercises.kernel_checks import compile_answer
 
 ADD_CU = env.ROOT / "kernels" / "add" / "add.cu"
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# what torch's own NVRTC and extension builds add: no __half/__nv_bfloat16 operators
-TORCH_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-               "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__")
-
-
-def _compile(source: str, name: str, label: str, **kwargs):
-    from course_utils import nvrtc
-
-    needs("nvrtc")
-    kwargs.setdefault("arch", "sm_90")
-    kwargs.setdefault("output", "ptx")
-    try:
-        return nvrtc.compile(source, name, verbose=False, **kwargs)
-    except nvrtc.CompileError as err:
-        errors = [ln for ln in str(err).splitlines() if "error:" in ln][:3]
-        raise Mismatch(f"{label} does not compile:\n" + "\n".join(errors or [str(err)]),
-                       "read the first error: its line number counts from the first line of "
-                       "your source") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,7 +62,8 @@ def check_sweep(add_variants, report) -> None:
                "pass defines={'scalar_t': torch.float32, 'BLOCK': block}")
         expect(defines.get("scalar_t") in (torch.float32, "float"),
                f"variant {block} has scalar_t = {defines.get('scalar_t')!r}; expected float32")
-    ptx = {b: _compile(ADD_CU, "add_kernel", f"BLOCK={b}", defines=dict(c.defines)).ptx
+    ptx = {b: compile_answer(ADD_CU, "add_kernel", f"BLOCK={b}", output="ptx",
+                             defines=dict(c.defines)).ptx
            for b, c in variants.items()}
     bounds = {b: next((ln.split()[1].rstrip(",") for ln in p.splitlines() if ".maxntid" in ln),
                       None) for b, p in ptx.items()}

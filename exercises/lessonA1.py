@@ -8,34 +8,20 @@ import torch
 
 from course_utils import env
 from exercises import (
-    Mismatch,
     bandwidth_verdict,
     compare,
     exercise,
     expect,
     needs,
 )
+from exercises.kernel_checks import compile_answer
 
-ADD_CU = env.ROOT / "kernels" / "add" / "add.cu"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # what torch's own NVRTC and extension builds add: no __half/__nv_bfloat16 operators
 TORCH_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__")
-
-
-def _compile(source: str, name: str, label: str, **kwargs):
-    from course_utils import nvrtc
-
-    needs("nvrtc")
-    kwargs.setdefault("arch", "sm_90")
-    kwargs.setdefault("output", "ptx")
-    try:
-        return nvrtc.compile(source, name, verbose=False, **kwargs)
-    except nvrtc.CompileError as err:
-        errors = [ln for ln in str(err).splitlines() if "error:" in ln][:3]
-        raise Mismatch(f"{label} does not compile:\n" + "\n".join(errors or [str(err)]),
-                       "read the first error: its line number counts from the first line of "
-                       "your source") from None
+# NVRTC numbers an error's line from the first line of the source the student wrote
+YOUR_SOURCE = "read the first error: its line number counts from the first line of your source"
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,8 +56,9 @@ def check_generic(source, report) -> None:
            "expected the kernel's source as a string")
     for dtype in DTYPES:
         label = f"scale_shift with scalar_t = {str(dtype).removeprefix('torch.')}"
-        compiled = _compile(source, "scale_shift", label, defines={"scalar_t": dtype},
-                            options=TORCH_FLAGS)
+        compiled = compile_answer(source, "scale_shift", label, hint=YOUR_SOURCE,
+                                  output="ptx", defines={"scalar_t": dtype},
+                                  options=TORCH_FLAGS)
         params = nvrtc.parameters(compiled)
         pointers = [p for p in params if p.pointer]
         expect(len(pointers) == 2 and all(p.dtype == dtype for p in pointers),
@@ -134,7 +121,7 @@ def check_libcu(source, report) -> None:
            "the source still includes host headers (<cstdint>, <type_traits>): NVRTC has none",
            "include <cuda/std/cstdint> and <cuda/std/type_traits> instead")
     for name in ("fill<float>", "fill<int>"):
-        ptx = _compile(source, name, name).ptx
+        ptx = compile_answer(source, name, name, hint=YOUR_SOURCE, output="ptx").ptx
         expect(".u64" in ptx or ".s64" in ptx, f"{name}: no 64-bit integer in the PTX",
                "keep the index 64-bit: cuda::std::int64_t")
     expect("static_assert" in source, "the static_assert is gone", "keep it: "
