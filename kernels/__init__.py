@@ -11,7 +11,16 @@ Importing is cheap and safe on any machine: nothing is compiled until a kernel i
 # course_utils.env first: it switches Triton to its interpreter on machines without a GPU,
 # which must happen before any @triton.jit kernel is defined.
 import course_utils.env  # noqa: F401  isort: skip
-from kernels import add, attention, gelu, matmul, row_sum, softmax, strided_copy  # noqa: F401
+from kernels import (  # noqa: F401
+    add,
+    attention,
+    gelu,
+    matmul,
+    row_sum,
+    scaled_matmul,
+    softmax,
+    strided_copy,
+)
 from kernels.registry import (
     OPS,
     Kernel,

@@ -63,6 +63,9 @@ class Op:
     # metadata keys every kernel of this op must carry (key -> what it means), because the op's
     # filters and tables read them; register() refuses a kernel whose meta lacks one
     meta_keys: dict[str, str] = field(default_factory=dict)
+    # the operands whose dtype a kernel's ``dtypes`` lists (empty: every tensor argument); the
+    # others (scaled_matmul's float32 scales) the op's validate checks
+    typed_args: tuple[str, ...] = ()
 
     def tol(self, dtype: torch.dtype) -> tuple[float, float]:
         default = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2),
@@ -154,6 +157,7 @@ class Kernel:
         """What :meth:`supports` checks that depends on the arguments (the machine's part,
         :meth:`unavailable`, aside)."""
         first_cuda = None
+        typed = OPS[self.op].typed_args or OPS[self.op].arg_names
         for arg_name, t in zip(OPS[self.op].arg_names, args, strict=False):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -161,7 +165,7 @@ class Kernel:
             if kind not in self.devices:
                 wanted = " or ".join(d.upper() if d == "cpu" else "CUDA" for d in self.devices)
                 return f"needs a {wanted} tensor, got {arg_name} on {kind}"
-            if t.dtype not in self.dtypes:
+            if arg_name in typed and t.dtype not in self.dtypes:
                 return (f"supports {', '.join(map(_dtype_name, self.dtypes))}; "
                         f"got {arg_name} of {_dtype_name(t.dtype)}")
             if self.contiguous and not t.is_contiguous():

@@ -11,9 +11,10 @@ tile chosen per problem, tiles.py), called through the registry, against cuBLAS 
   bandwidth measured in the same run;
 
 each timed back to back (the GPU's throughput) and as one call between two events (what a
-caller's own timer sees: the host's work before the kernel starts is included). Then the tile
-sweep: every candidate tile on a few shapes, beside cuBLAS, with the rule's choice marked; the
-measurements the rule's rates come from.
+caller's own timer sees: the host's work before the kernel starts is included). Then fp8
+with scales (per tensor and row-wise, scaled.py) against ``torch._scaled_mm`` given the same
+scales, at 4096³ and 8192³. Then the tile sweep: every candidate tile on a few shapes, beside
+cuBLAS, with the rule's choice marked; the measurements the rule's rates come from.
 
 ``make bench`` records both under lesson key ``07_hopper_sizes``; notebook 07 draws them.
 """
@@ -81,6 +82,35 @@ def compare(v: wgmma.Variant, m: int, n: int, k: int, ceilings: dict[str, float]
     return found
 
 
+SCALED = (4096, 8192)  # fp8 with scales: squares where the target is set
+
+
+def compare_scaled(form: str, size: int, ceilings: dict[str, float]) -> list[results.Record]:
+    """fp8 e4m3 with scales (per tensor or row-wise), the registered scaled_matmul kernel against
+    torch._scaled_mm given the same operands and scales, in both modes."""
+    import kernels
+    from kernels.scaled_matmul import quantize
+
+    a = torch.randn(size, size, device="cuda")
+    bt = torch.randn(size, size, device="cuda")
+    qa, sa = quantize(a, wgmma.F8_E4M3, form)
+    qbt, sbt = quantize(bt, wgmma.F8_E4M3, form)
+    qb, sb = qbt.t(), sbt.reshape(1, -1)
+    flop = timing.matmul_flop(size, size, size)
+    mine = kernels.get_kernel("scaled_matmul", "wgmma", "auto_fp8_e4m3")
+    fns = {"ours": lambda: mine(qa, qb, sa, sb),
+           "peer": lambda: torch._scaled_mm(qa, qb, sa, sb, out_dtype=torch.bfloat16)}
+    back = bench.rates(fns, flop)
+    one = {name: sorted(bench.one_call_between_events(fn, flop) for _ in range(3))[1]
+           for name, fn in fns.items()}
+    what = "per tensor" if form == "tensor" else "row-wise"
+    return [results.Record(LESSON, f"fp8_e4m3 scaled {what} {label(size, size, size)} {mode}",
+                           measured["ours"], "TFLOP/s", ceilings["fp8_e4m3"],
+                           "wgmma fp8_e4m3 ceiling, same run", measured["peer"],
+                           f"torch._scaled_mm, same scales, {mode}, same run")
+            for mode, measured in zip(MODES, (back, one), strict=True)]
+
+
 def tile_sweep(v: wgmma.Variant, sweep=SWEEP) -> list[results.Record]:
     """Every candidate tile (bare launch) beside cuBLAS; the rule's choice marked."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -110,6 +140,10 @@ def run(quick: bool = False) -> list[results.Record]:
     for name in names:
         for m, n, k in shapes(quick):
             records += compare(wgmma.variant(name), m, n, k, ceilings, copy_gbps)
+    if not quick:
+        for form in ("tensor", "row"):
+            for size in SCALED:
+                records += compare_scaled(form, size, ceilings)
     records += tile_sweep(wgmma.variant("bf16"), SWEEP[:2] if quick else SWEEP)
     bench.table([r for r in records if r.unit == "TFLOP/s"])
     for line in verdicts(records):
@@ -133,10 +167,14 @@ def verdicts(records: list[results.Record]) -> list[str]:
                [label(1024, 1024, 1024)] + [label(*d) for d in DECODE]),
               ("fp8_e4m3", "4096³ and 8192³ (unit scales)", 1.00,
                [label(s, s, s) for s in (4096, 8192)])]
+    groups += [(f"fp8_e4m3 scaled {what}", "4096³ and 8192³, against torch._scaled_mm with the "
+                "same scales", 1.00, [label(s, s, s) for s in SCALED])
+               for what in ("per tensor", "row-wise")]
     lines = []
     for name, where, target, shapes_ in groups:
         for mode in MODES:
-            found = {s: _ratio(records, f"{name} auto {s} {mode}") for s in shapes_}
+            kind = name if " scaled " in name else f"{name} auto"
+            found = {s: _ratio(records, f"{kind} {s} {mode}") for s in shapes_}
             found = {s: r for s, r in found.items() if r is not None}
             if not found:
                 continue

@@ -244,6 +244,36 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], out_t* c, i
     }
 }
 
+// fp8 with scales, as torch._scaled_mm takes them: C = (scale_a A) @ (scale_b B), applied to the
+// fp32 accumulators before they are rounded to C's type. Per tensor, each scale is one value
+// (its step is 0: every row and column reads element 0); row-wise, scale_a has one value per row
+// of A (M) and scale_b one per column of B (N) (step 1). A row or column past C's edge reads
+// nothing (its value is never stored).
+template <int BN>
+__device__ __forceinline__ void scale_tile(float (&d)[BN / 2], const float* scale_a, int a_step,
+                                           const float* scale_b, int b_step, int M, int N,
+                                           int row0, int col0) {
+    const int t = threadIdx.x % WARPGROUP;
+    const int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+    float by_row[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = row + 8 * half;
+        by_row[half] = r < M ? scale_a[i64(r) * a_step] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int col = col0 + 8 * j + 2 * (t % 4);
+        const float x = col < N ? scale_b[i64(col) * b_step] : 0.f;
+        const float y = col + 1 < N ? scale_b[i64(col + 1) * b_step] : 0.f;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            d[4 * j + 2 * half] *= by_row[half] * x;
+            d[4 * j + 2 * half + 1] *= by_row[half] * y;
+        }
+    }
+}
+
 // The asynchronous epilogue (step 4): the warpgroup writes its 64 x BN tile into shared memory
 // as BN / 64 boxes of 64 rows x 128 bytes, in the same 128-byte swizzle TMA reads (so the 8 rows
 // a warp writes at once land in 8 different bank groups), and one thread hands the boxes to TMA.

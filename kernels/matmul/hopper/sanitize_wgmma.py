@@ -1,5 +1,6 @@
 """The workload ``compute-sanitizer`` checks for lesson 07: every step and every tile shape the
-registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8, once.
+registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8 (fp8 with row-wise scales where
+the kernel takes them: scaled.py), once.
 
     compute-sanitizer --tool synccheck python -m kernels.matmul.hopper.sanitize_wgmma
 
@@ -35,8 +36,13 @@ def main() -> int:
             a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
             bt = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b)
             out = torch.full((m, n), float("nan"), device="cuda", dtype=v.out)
-            wgmma.launch(s, v, a, bt, out)
+            scales = None
+            if s.specialized and v.a.itemsize == 1:  # the epilogue with row-wise scales
+                scales = (torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5)
+            wgmma.launch(s, v, a, bt, out, scales=scales)
             expected = a.double() @ bt.double().t()
+            if scales is not None:
+                expected *= scales[0].double()[:, None] * scales[1].double()[None, :]
             err = (out.double() - expected).abs().max().item()
             if not err <= 0.03 * max(expected.abs().max().item(), 1):
                 failed.append(f"{s.template} {name} {m}x{n}x{k}: max error {err}")

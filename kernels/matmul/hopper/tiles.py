@@ -100,11 +100,12 @@ def explain(m: int, n: int, sms: int) -> list[dict]:
 
 
 @functools.cache
-def _chosen(m: int, n: int, device: int) -> wgmma.Step:
-    # one lookup per call after the first: the rule runs once per output shape and GPU
-    return choose(m, n, wgmma._sm_count(device)).step
+def chosen_step(m: int, n: int, device: int) -> wgmma.Step:
+    """The chosen candidate's step for an M x N output on GPU ``device``: the rule runs once per
+    output shape and GPU, a call after the first is one lookup."""
+    return choose(m, n, wgmma.sm_count(device)).step
 
 
 def run(a: torch.Tensor, b: torch.Tensor, v: wgmma.Variant) -> torch.Tensor:
     """``a @ b`` with the chosen tile, on operands already checked (the registered call)."""
-    return wgmma._run(a, b, _chosen(a.shape[0], b.shape[1], a.device.index or 0), v)
+    return wgmma.run_checked(a, b, chosen_step(a.shape[0], b.shape[1], a.device.index or 0), v)

@@ -189,13 +189,16 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
 // (it / STAGES) & 1, so a block's producer loads the next tile while its consumers store.
 // TMA_STORE (step 4): the epilogue stages the tile in shared memory and TMA writes it out while
 // the consumers start the next tile; otherwise each thread stores its registers to C.
+// scale_a / scale_b (fp8 with scales, scaled.py): multiply the accumulators before the store;
+// null pointers (every other call) mean unit scales.
 // =================================================================================================
 template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M, bool TMA_STORE>
 __global__ void __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
 wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                   const __grid_constant__ CUtensorMap tma_b,
                   const __grid_constant__ CUtensorMap tma_c, out_t* __restrict__ c, int M, int N,
-                  int K, u64* timeline) {
+                  int K, const float* __restrict__ scale_a, const float* __restrict__ scale_b,
+                  int scale_a_step, int scale_b_step, u64* timeline) {
     static_assert(BM == 64 * CONSUMERS && (BN == 128 || BN == 256) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     constexpr int SLOT = (BM + BN) * K_TILE;
@@ -274,6 +277,10 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
             fence_registers(d);
             const u64 t0 = now();
             if (leader) tl.record(role, COMPUTE, (it - 1) % STAGES, k_tiles - 1, busy_since, t0);
+            if (scale_a != nullptr) {  // fp8 with scales (scaled.py); null: unit scales
+                scale_tile<BN>(d, scale_a, scale_a_step, scale_b, scale_b_step, M, N,
+                               tm * BM + consumer * 64, tn * BN);
+            }
             if constexpr (TMA_STORE) {
                 store_tile_tma<BN>(d, staging + consumer * 64 * BN * int(sizeof(out_t)), tma_c,
                                    tm * BM + consumer * 64, tn * BN, 1 + consumer);

@@ -240,7 +240,8 @@ def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | 
 # -- running ----------------------------------------------------------------------------------
 
 
-def _sm_count(device: int) -> int:
+def sm_count(device: int) -> int:
+    """How many SMs GPU ``device`` has: the size of a persistent grid."""
     return nvrtc.device_properties(device).multi_processor_count
 
 
@@ -254,13 +255,29 @@ def _loaded(s: Step, v: Variant, device: int, timeline: bool) -> nvrtc.Kernel:
     return nvrtc.load(compile_step(s, v, timeline=timeline), device)
 
 
-_NO_TIMELINE = ctypes.c_void_p(0)
+_NULL = ctypes.c_void_p(0)
+# the output's place among the arguments: (descriptors..., out, M, N, K[, scales], timeline)
+OUT_INDEX = {"wgmma_basic": 2, "wgmma_pipelined": 2, "wgmma_specialized": 3}
+
+
+def _scale_arguments(s: Step, scales: tuple[torch.Tensor, torch.Tensor] | None) -> tuple:
+    """wgmma_specialized's scale_a, scale_b and their steps: each scale one value (step 0) or
+    one per row of A / column of B (step 1); null pointers mean unit scales."""
+    if not s.specialized:
+        if scales is not None:
+            raise ValueError(f"{s.name} takes no scales: only wgmma_specialized (steps 3 and 4, "
+                             "the tile candidates) applies them")
+        return ()
+    if scales is None:
+        return (_NULL, _NULL, 0, 0)
+    scale_a, scale_b = scales
+    return (scale_a, scale_b, int(scale_a.numel() > 1), int(scale_b.numel() > 1))
 
 
 def _arguments(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor,
-               timeline: torch.Tensor | None):
+               timeline: torch.Tensor | None, scales=None):
     """(kernel, arguments, launch shape, the step as launched) of one problem; the output is
-    argument ``len(arguments) - 5`` (after the descriptors)."""
+    argument ``OUT_INDEX[kernel]``, its TMA descriptor (with a TMA store) the one before."""
     m, n = out.shape
     device = a.device.index or 0
     if s.tma_store and tma.check_operand("out", out):
@@ -269,17 +286,19 @@ def _arguments(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torc
     tmaps = [tma.encode(a, s.bm, "a"), tma.encode(bt, s.bn, "b.t()")]
     if s.specialized:  # (step 3 takes C's descriptor too, and does not use it)
         tmaps.append(tma.encode(out, 64, "out") if s.tma_store else tmaps[1])
-    args = (*tmaps, out, m, n, a.shape[1], _NO_TIMELINE if timeline is None else timeline)
-    shape = {"grid": s.grid(m, n, _sm_count(device)), "block": s.threads,
+    args = (*tmaps, out, m, n, a.shape[1], *_scale_arguments(s, scales),
+            _NULL if timeline is None else timeline)
+    shape = {"grid": s.grid(m, n, sm_count(device)), "block": s.threads,
              "shared_mem": s.shared_bytes}
     return kernel, args, shape, s
 
 
 def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
-           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+           out: torch.Tensor, timeline: torch.Tensor | None = None, scales=None) -> None:
     """Launch on already-checked operands: ``a`` [M, K], ``bt`` = ``b.t()`` [N, K], ``out``
-    [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py)."""
-    kernel, args, shape, _ = _arguments(step(s), variant(v), a, bt, out, timeline)
+    [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py).
+    ``scales``: (scale_a, scale_b), float32, checked by scaled.py; None: unit scales."""
+    kernel, args, shape, _ = _arguments(step(s), variant(v), a, bt, out, timeline, scales)
     kernel(*args, **shape)
 
 
@@ -319,15 +338,21 @@ _plans: dict[tuple, _Plan] = {}
 PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
 
 
-def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> _Plan:
+def _tensor_key(t: torch.Tensor) -> tuple:
+    return t.data_ptr(), t.shape, t.stride()
+
+
+def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+         scales=None) -> _Plan:
     """The prepared launch of step ``s`` for checked operands ``a`` [M, K], ``b`` [K, N]
     (column-major) and an output like ``out``: ``plan(out)`` writes ``a @ b`` into ``out`` with
-    one ``cuLaunchKernel``. Made on the first call per problem and thread, then looked up."""
-    key = (id(s), id(v), a.data_ptr(), a.shape, a.stride(), b.data_ptr(), b.shape, b.stride(),
-           a.device, threading.get_ident())
+    one ``cuLaunchKernel``. Made on the first call per problem and thread, then looked up.
+    ``scales``: (scale_a, scale_b) of an fp8 problem with scales (scaled.py), or None."""
+    key = (id(s), id(v), *_tensor_key(a), *_tensor_key(b), a.device, threading.get_ident(),
+           *(() if scales is None else (*_tensor_key(scales[0]), *_tensor_key(scales[1]))))
     if (plan := _plans.get(key)) is None:
-        kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None)
-        out_index = len(args) - 5  # (descriptors..., out, m, n, k, timeline)
+        kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None, scales)
+        out_index = OUT_INDEX[launched.kernel]
         store_box = out_index - 1 if launched.specialized and launched.tma_store else None
         plan = _Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
                      out.data_ptr() if store_box is not None else 0)
@@ -337,12 +362,14 @@ def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tenso
     return plan
 
 
-def _run(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant) -> torch.Tensor:
-    """``a @ b`` with step ``s`` on operands already checked (problem_reason, gpu_reason)."""
+def run_checked(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant,
+                scales=None) -> torch.Tensor:
+    """``a @ b`` with step ``s`` on operands already checked (problem_reason, gpu_reason; and
+    scaled.scale_reason for ``scales``): what the registered kernels call."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=v.out, device=a.device)
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
-    plan(s, v, a, b, out)(out)
+    plan(s, v, a, b, out, scales)(out)
     return out
 
 
@@ -355,7 +382,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
     _validate(a, b)
     if reason := problem_reason(v, a, b) or gpu_reason(_capability(a)):
         raise ValueError(f"wgmma[{s.name} {v.name}]: {reason}")
-    return _run(a, b, s, v)
+    return run_checked(a, b, s, v)
 
 
 def register_all() -> list:
@@ -367,7 +394,7 @@ def register_all() -> list:
     for v in VARIANTS.values():
         for s in STEPS.values():
             registered.append(_register(
-                f"{s.name}_{v.name}", functools.partial(_run, s=s, v=v), v, s.idea,
+                f"{s.name}_{v.name}", functools.partial(run_checked, s=s, v=v), v, s.idea,
                 {"step": s.number, "idea": s.idea, "tile": (s.bm, s.bn), "stages": s.stages,
                  "consumers": s.consumers, "kernel": s.template,
                  "instruction": v.ptx.replace("nN", f"n{s.bn}")}))

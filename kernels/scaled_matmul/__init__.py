@@ -1,0 +1,155 @@
+"""fp8 matrix multiply with scales: ``(scale_a · a) @ (scale_b · b)``, out in bfloat16.
+
+An fp8 e4m3 value holds at most 448 and has a 3-bit mantissa, so a tensor is stored as fp8 values
+``q`` and a float32 scale: ``x ≈ scale · q``, the scale chosen so that the largest ``|x|`` lands
+near 448 (:func:`quantize`). A matmul of two such tensors multiplies the fp8 values on the
+tensor cores and the scales after: ``(sa · qa) @ (sb · qb) = (qa @ qb) · sa · sb`` when the
+scales are per tensor, and row by row and column by column when they are per row of A and per
+column of B (each row of A, each column of B, gets its own range: an outlier row no longer
+flattens every other row to a few fp8 values). ``torch._scaled_mm`` takes both forms; lesson
+07's wgmma kernel applies them to its fp32 accumulators before rounding to bfloat16.
+
+Arguments as ``torch._scaled_mm`` takes them: ``a`` [M, K] row-major, ``b`` [K, N] column-major,
+both fp8; ``scale_a`` one float32 value (per tensor) or [M, 1] (per row); ``scale_b`` one value
+or [1, N] (per column). The reference computes in float64 from the fp8 values and rounds the
+result to bfloat16 once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.registry import Case, define_op, expect_tensor, register
+
+E4M3 = getattr(torch, "float8_e4m3fn", None)
+E5M2 = getattr(torch, "float8_e5m2", None)
+DTYPES = tuple(d for d in (E4M3, E5M2) if d is not None)
+FORMS = ("tensor", "row")  # one scale per tensor; one per row of A and per column of B
+
+
+def _is_fp8(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point and dtype.itemsize == 1
+
+
+def scale_form(name: str, scale: torch.Tensor, per_row: int) -> str:
+    """"tensor" or "row" for a valid scale (``per_row``: how many values one per row or column
+    would be, with the shape [per_row, 1] for A and [1, per_row] for B); ValueError otherwise."""
+    expect_tensor("scaled_matmul", name, scale)
+    if scale.dtype != torch.float32:
+        raise ValueError(f"scaled_matmul: {name} expected float32, got {scale.dtype}")
+    if scale.numel() == 1:
+        return "tensor"
+    want, each = ((per_row, 1), "row of a") if name == "scale_a" else ((1, per_row), "column of b")
+    if tuple(scale.shape) != want or not scale.is_contiguous():
+        raise ValueError(f"scaled_matmul: {name} expected one value (per tensor) or a contiguous "
+                         f"{list(want)} tensor (one per {each}), got shape {tuple(scale.shape)}")
+    return "row"
+
+
+def _validate(a, b, scale_a, scale_b) -> None:
+    expect_tensor("scaled_matmul", "a", a, ndim=2)
+    expect_tensor("scaled_matmul", "b", b, ndim=2)
+    for name, t in (("a", a), ("b", b)):
+        if not _is_fp8(t.dtype):
+            raise ValueError(f"scaled_matmul: {name} expected an fp8 tensor (float8_e4m3fn or "
+                             f"float8_e5m2), got {t.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"scaled_matmul: b expected {a.shape[1]} rows to match a's columns, "
+                         f"got b of shape {tuple(b.shape)} for a of shape {tuple(a.shape)}")
+    scale_form("scale_a", scale_a, a.shape[0])
+    scale_form("scale_b", scale_b, b.shape[1])
+    for name, t in (("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if t.device != a.device:
+            raise ValueError(f"scaled_matmul: {name} expected the device of a ({a.device}), "
+                             f"got {t.device}")
+
+
+def quantize(x: torch.Tensor, dtype: torch.dtype, form: str = "tensor",
+             k_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q, scale) with ``x ≈ scale · q``: ``q`` in fp8 ``dtype`` (same shape and strides as
+    ``x``), ``scale`` float32, one value or one per row/column (``k_dim``: the dimension of K,
+    1 for A [M, K], 0 for B [K, N]), chosen so that the largest ``|x|`` maps to the type's
+    largest value. A zero row or column gets scale 1."""
+    form = form if form in FORMS else _bad_form(form)
+    largest = torch.finfo(dtype).max
+    if form == "tensor":
+        absmax = x.abs().amax() if x.numel() else x.new_zeros(())
+    else:
+        absmax = x.abs().amax(dim=k_dim, keepdim=True) if x.shape[k_dim] else x.new_zeros(
+            [1 if d == k_dim else size for d, size in enumerate(x.shape)])
+    scale = torch.where(absmax > 0, absmax / largest, torch.ones_like(absmax)).float()
+    q = (x / scale).clamp(-largest, largest).to(dtype)
+    return q, (scale.reshape(1) if form == "tensor" else scale.contiguous())
+
+
+def _bad_form(form):
+    raise ValueError(f"quantize: form expected one of {', '.join(FORMS)}, got {form!r}")
+
+
+def _problem(m, n, k, form):
+    def make(dtype, device):
+        a = torch.randn(m, k, device=device) / k**0.25
+        bt = torch.randn(n, k, device=device) / k**0.25
+        if form == "row" and m > 1:
+            a[0] *= 50  # an outlier row: what row-wise scales are for
+        qa, sa = quantize(a, dtype, form)
+        qbt, sbt = quantize(bt, dtype, form)  # B^T [N, K]: its rows are B's columns
+        return qa, qbt.t(), sa, sbt.reshape(1, -1)  # b column-major, as _scaled_mm takes it
+    return make
+
+
+define_op(
+    "scaled_matmul",
+    arg_names=("a", "b", "scale_a", "scale_b"),
+    typed_args=("a", "b"),
+    validate=_validate,
+    reference="eager",
+    dtypes=DTYPES,
+    cases=(
+        Case("per tensor 128x128x128", _problem(128, 128, 128, "tensor")),
+        Case("per tensor odd 33x65x64", _problem(33, 65, 64, "tensor")),
+        Case("row-wise 256x384x256", _problem(256, 384, 256, "row")),
+        Case("row-wise odd 97x200x96", _problem(97, 200, 96, "row")),
+        Case("row-wise tiny 1x1x32", _problem(1, 1, 32, "row")),
+        Case("empty k=0", _problem(16, 16, 0, "tensor")),
+    ),
+    # fp8 products accumulate exactly in fp32; the bfloat16 output rounds to 8 bits
+    tolerance={torch.bfloat16: (3e-2, 3e-2)},
+    description="fp8 matrix multiply with per-tensor or row-wise scales, bfloat16 out",
+)
+
+
+@register("scaled_matmul", "eager", dtypes=DTYPES)
+def scaled_matmul_eager(a, b, scale_a, scale_b) -> torch.Tensor:
+    """The definition, in float64 from the fp8 values: (scale_a · a) @ (scale_b · b)."""
+    product = (a.double() * scale_a.double()) @ (b.double() * scale_b.double())
+    return product.to(torch.bfloat16)
+
+
+def _scaled_mm_reason(a, b, scale_a, scale_b) -> str | None:
+    if not a.is_cuda:
+        return "torch._scaled_mm needs a CUDA tensor"
+    if torch.cuda.get_device_capability(a.device) < (8, 9):
+        return "torch._scaled_mm needs fp8 tensor cores (sm_89 or newer)"
+    if a.dtype == b.dtype == E5M2:
+        return "cuBLAS has no e5m2 x e5m2 fp8 matmul"
+    if a.shape[1] % 16 or b.shape[1] % 16:
+        return f"torch._scaled_mm needs K and N multiples of 16, got K={a.shape[1]}, N={b.shape[1]}"
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        return "torch._scaled_mm needs a row-major and b column-major"
+    forms = {scale_form("scale_a", scale_a, a.shape[0]), scale_form("scale_b", scale_b, b.shape[1])}
+    if len(forms) > 1:
+        return "torch._scaled_mm takes both scales per tensor or both per row/column"
+    return None
+
+
+@register("scaled_matmul", "cublas", dtypes=DTYPES, devices=("cuda",), check=_scaled_mm_reason)
+def scaled_matmul_cublas(a, b, scale_a, scale_b) -> torch.Tensor:
+    """torch._scaled_mm: cuBLAS's fp8 matmul with the same scales (the peer)."""
+    return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
+
+
+# lesson 07's Hopper kernel with scales in its epilogue
+from kernels.matmul.hopper import scaled  # noqa: E402, I001
+
+scaled.register_all()

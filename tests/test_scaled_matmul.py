@@ -1,0 +1,108 @@
+"""fp8 with scales (kernels/scaled_matmul, kernels/matmul/hopper/scaled.py): quantising, the op's
+checks and reference on any machine; lesson 07's kernel with scales against torch._scaled_mm with
+the same scales, and against the float64 reference, on a Hopper GPU. (The kernel matrix test runs
+every registered scaled_matmul kernel on the op's cases as well.)"""
+
+import pytest
+import torch
+
+import kernels
+from kernels.matmul.hopper import wgmma
+from kernels.scaled_matmul import E4M3, quantize
+
+pytestmark = pytest.mark.skipif(E4M3 is None, reason="this torch has no float8 types")
+
+
+@pytest.mark.parametrize("form", ["tensor", "row"])
+def test_quantize_keeps_each_row_in_range_and_round_trips(form):
+    x = torch.randn(64, 256, dtype=torch.float64).float()
+    x[3] *= 1000  # an outlier row
+    q, scale = quantize(x, E4M3, form)
+    assert q.dtype == E4M3 and scale.dtype == torch.float32
+    assert scale.shape == ((1,) if form == "tensor" else (64, 1))
+    assert q.float().abs().max() <= torch.finfo(E4M3).max
+    back = q.float() * scale
+    # e4m3 keeps 3 mantissa bits: 1/16 of each value's scale, relative to its row's largest
+    per_row = x.abs().amax(dim=1, keepdim=True) if form == "row" else x.abs().amax()
+    assert ((back - x).abs() <= per_row / 14).all()
+    if form == "row":  # the outlier row no longer flattens the others: row 0 keeps its values
+        assert (back[0] - x[0]).abs().max() < 0.2
+
+
+def test_quantize_b_along_its_columns_and_zero_rows_get_scale_one():
+    b = torch.randn(128, 40)  # [K, N]: one scale per column
+    q, scale = quantize(b, E4M3, "row", k_dim=0)
+    assert scale.shape == (1, 40)
+    z, zscale = quantize(torch.zeros(4, 32), E4M3, "row")
+    assert (zscale == 1).all() and (z.float() == 0).all()
+    with pytest.raises(ValueError, match="form expected one of tensor, row"):
+        quantize(b, E4M3, "block")
+
+
+def _problem(m, n, k, form, device="cpu"):
+    a, bt = torch.randn(m, k, device=device), torch.randn(n, k, device=device)
+    qa, sa = quantize(a, E4M3, form)
+    qbt, sbt = quantize(bt, E4M3, form)
+    return qa, qbt.t(), sa, sbt.reshape(1, -1)
+
+
+def test_bad_scales_are_named():
+    a, b, sa, sb = _problem(32, 48, 64, "row")
+    eager = kernels.get_kernel("scaled_matmul", "eager")
+    with pytest.raises(ValueError, match=r"scale_b expected one value .* \[1, 48\]"):
+        eager(a, b, sa, sb.t())
+    with pytest.raises(ValueError, match="scale_a expected float32"):
+        eager(a, b, sa.double(), sb)
+    with pytest.raises(ValueError, match="a expected an fp8 tensor"):
+        eager(a.float(), b, sa, sb)
+    with pytest.raises(ValueError, match="b expected 64 rows"):
+        eager(a, b[:32], sa, sb)
+
+
+def test_reference_is_the_scaled_product():
+    a, b, sa, sb = _problem(16, 24, 64, "row")
+    got = kernels.get_kernel("scaled_matmul", "eager")(a, b, sa, sb)
+    want = (a.double() @ b.double()) * sa.double() * sb.double()
+    torch.testing.assert_close(got.double(), want, atol=1e-2, rtol=1e-2)
+
+
+def test_wgmma_scaled_kernels_are_registered_for_each_fp8_variant():
+    names = {k.variant for k in kernels.all_kernels("scaled_matmul") if k.provider == "wgmma"}
+    assert names == {f"auto_{v}" for v in wgmma.VARIANTS if v.startswith("fp8")}
+
+
+# -- on a Hopper GPU ---------------------------------------------------------------------------
+
+def _hopper():
+    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+    if reason := wgmma.gpu_reason(cap):
+        pytest.skip(reason)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["tensor", "row"])
+@pytest.mark.parametrize("shape", [(512, 768, 1024), (300, 520, 2304), (16, 4096, 512)])
+def test_wgmma_scaled_matches_scaled_mm_with_the_same_scales(form, shape):
+    _hopper()
+    a, b, sa, sb = _problem(*shape, form, device="cuda")
+    mine = kernels.get_kernel("scaled_matmul", "wgmma", "auto_fp8_e4m3")(a, b, sa, sb)
+    theirs = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    exact = (a.double() @ b.double()) * sa.double() * sb.double()
+    scale = exact.abs().max().item()
+    for name, got in (("wgmma", mine), ("_scaled_mm", theirs)):
+        torch.testing.assert_close(got.double(), exact, atol=1e-2 * scale, rtol=1e-2,
+                                   msg=lambda m, name=name: f"{name} {form} {shape}: {m}")
+
+
+@pytest.mark.gpu
+def test_new_scales_at_new_addresses_get_a_new_plan():
+    # the prepared launch keys on the scales' addresses: fresh scale tensors must be read
+    _hopper()
+    k = kernels.get_kernel("scaled_matmul", "wgmma", "auto_fp8_e4m3")
+    a, b, sa, sb = _problem(256, 256, 256, "row", device="cuda")
+    first = k(a, b, sa, sb)
+    second = k(a, b, sa * 2, sb)
+    torch.testing.assert_close(second.double(), 2 * first.double(), atol=1e-2, rtol=1e-2)
+    sa.mul_(3)  # same address, new values: read at launch
+    torch.testing.assert_close(k(a, b, sa, sb).double(), 3 * first.double(), atol=2e-2,
+                               rtol=1e-2)
