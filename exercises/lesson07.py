@@ -158,6 +158,65 @@ def check_stages(pipeline_depth, report) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+def _tiles():
+    from kernels.matmul.hopper import tiles
+
+    return tiles
+
+
+WAVES_STUB = f'''
+import math
+
+# step 4's kernel in four tile shapes: (rows, columns, speed per SM relative to 128 x 256),
+# measured on the H100 at bf16 8192³, where every shape fills every SM (hopper/tiles.py)
+CANDIDATES = {[(c.step.bm, c.step.bn, c.rate) for c in _tiles().CANDIDATES]}
+
+
+def choose_tile(m, n, sms):
+    """(rows, columns) of the candidate with the smallest estimated time for an m x n output on
+    `sms` SMs: waves x rows x columns / rate, where a persistent grid of `sms` blocks needs
+    waves = ceil(tiles / sms) rounds for tiles = ceil(m / rows) x ceil(n / columns). On a tie,
+    the earlier candidate (the larger tile)."""
+    ...
+'''
+
+
+@exercise("07.waves", title="Choose the tile: wave quantisation", stub=WAVES_STUB,
+          answers=("choose_tile",), section="Every size", intro="""
+A persistent grid of one block per SM works through its tiles in rounds, *waves*, and a wave
+with one tile in it costs as much as a full one: 133 tiles on 132 SMs take two waves. So the
+time of a tile shape is about *waves × tile area / rate per SM*, and a smaller tile can win by
+filling more SMs even though each SM runs it more slowly. Write the rule that `auto_<variant>`
+uses to pick its tile. The check compares your choice with `tiles.choose` on random shapes (new
+ones each run: squares, prefill, decoding with M from 1 to 64, GPUs of 16 to 132 SMs) and names
+the first shape where they differ, with each candidate's waves. No GPU needed.""")
+def check_waves(choose_tile, report) -> None:
+    tiles = _tiles()
+    rng = random.Random()
+    cases = [(1024, 1024, 132), (2048, 2048, 132), (16, 4096, 132), (8192, 1024, 114),
+             (8192, 8192, 132), (64, 14336, 132), (1, 1, 1)]
+    cases += [(rng.choice((rng.randrange(1, 65), rng.randrange(1, 20000))),
+               rng.randrange(1, 20000), rng.choice((132, 114, 78, 16))) for _ in range(200)]
+    for m, n, sms in cases:
+        want = tiles.choose(m, n, sms)
+        got = choose_tile(m, n, sms)
+        expect(isinstance(got, tuple | list) and len(got) == 2,
+               f"choose_tile({m}, {n}, {sms}) returned {got!r}; expected (rows, columns)")
+        per = "; ".join(f"{r['tile']}: {r['tiles']} tiles, {r['waves']} waves, estimate "
+                        f"{r['estimate']}" for r in tiles.explain(m, n, sms))
+        expect(tuple(got) == (want.step.bm, want.step.bn),
+               f"choose_tile({m}, {n}, {sms}) = {tuple(got)}; the rule picks {want.name}\n{per}",
+               "waves are whole: ceil(tiles / sms), not tiles / sms; tiles round up in both "
+               "directions; divide the area by the candidate's rate")
+    for m, n in ((1024, 1024), (2048, 2048), (16, 4096)):
+        c = tiles.choose(m, n, 132)
+        report.line(f"{m} x {n} on 132 SMs: {c.name}, {c.tiles(m, n)} tiles in "
+                    f"{tiles.waves(c.tiles(m, n), 132)} wave(s)")
+    report.line(f"{len(cases)} shapes agree with tiles.choose; the H100's tile sweep (section 8's "
+                "figure) shows whether the pick is also the fastest tile")
+
+
+# --------------------------------------------------------------------------------------------
 ORDER_STUB = '''
 def wave_tiles(m_tiles, n_tiles, group_m, wave, programs=132):
     """The (tile_m, tile_n) of the output tiles that wave `wave` of a persistent grid of

@@ -23,6 +23,21 @@ def pipeline_depth(bm, bn, dtype):
     hidden_ns = (stages - 1) * 2 * bm * bn * k_elements / sm_flop_per_ns
     return stages, hidden_ns
 ''',
+    "07.waves": '''
+import math
+
+CANDIDATES = [(128, 256, 1.0), (128, 128, 0.89), (64, 256, 0.89), (64, 128, 0.66)]
+
+
+def choose_tile(m, n, sms):
+    def estimate(candidate):
+        rows, columns, rate = candidate
+        tiles = math.ceil(m / rows) * math.ceil(n / columns)
+        return math.ceil(tiles / sms) * rows * columns / rate
+
+    rows, columns, _ = min(CANDIDATES, key=estimate)
+    return rows, columns
+''',
     "07.tile_order": '''
 def wave_tiles(m_tiles, n_tiles, group_m, wave, programs=132):
     tiles = []
@@ -42,6 +57,20 @@ def l2_footprint(tiles, bm, bn, k, elem_bytes):
 }
 
 WRONG = {
+    # waves taken as a fraction (tiles / sms): the estimate becomes area / rate, the same for
+    # every tile count, so the largest tile always wins, even with 100 of 132 SMs idle
+    "07.waves": '''
+CANDIDATES = [(128, 256, 1.0), (128, 128, 0.89), (64, 256, 0.89), (64, 128, 0.66)]
+
+
+def choose_tile(m, n, sms):
+    def estimate(candidate):
+        rows, columns, rate = candidate
+        return (m / rows) * (n / columns) / sms * rows * columns / rate
+
+    rows, columns, _ = min(CANDIDATES, key=estimate)
+    return rows, columns
+''',
     # the stride taken as one row (128 bytes): right for an unswizzled row-major tile, but with
     # the 128-byte swizzle the hardware steps from one 8-row atom to the next
     "07.descriptor": '''
