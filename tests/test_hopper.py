@@ -154,8 +154,7 @@ def test_timeline_round_trips_through_a_file(tmp_path):
 # -- on a Hopper GPU ---------------------------------------------------------------------------
 
 def _hopper():
-    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
-    if reason := wgmma.gpu_reason(cap):
+    if reason := wgmma.reason_here():
         pytest.skip(reason)
 
 

@@ -54,7 +54,7 @@ def test_auto_kernels_are_registered_with_their_candidates():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bf16", "fp8_e4m3"])
 def test_auto_matches_float64_with_every_tile_it_chooses(name):
-    if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()):
+    if reason := wgmma.reason_here():
         pytest.skip(reason)
     v = wgmma.variant(name)
     k = kernels.get_kernel("matmul", "wgmma", f"auto_{name}")

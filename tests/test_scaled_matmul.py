@@ -8,7 +8,7 @@ import torch
 
 import kernels
 from kernels.matmul.hopper import wgmma
-from kernels.scaled_matmul import E4M3, quantize
+from kernels.scaled_matmul import E4M3, quantize, quantize_operands
 
 pytestmark = pytest.mark.skipif(E4M3 is None, reason="this torch has no float8 types")
 
@@ -40,10 +40,8 @@ def test_quantize_b_along_its_columns_and_zero_rows_get_scale_one():
 
 
 def _problem(m, n, k, form, device="cpu"):
-    a, bt = torch.randn(m, k, device=device), torch.randn(n, k, device=device)
-    qa, sa = quantize(a, E4M3, form)
-    qbt, sbt = quantize(bt, E4M3, form)
-    return qa, qbt.t(), sa, sbt.reshape(1, -1)
+    return quantize_operands(torch.randn(m, k, device=device), torch.randn(n, k, device=device),
+                             E4M3, form)
 
 
 def test_bad_scales_are_named():
@@ -74,8 +72,7 @@ def test_wgmma_scaled_kernels_are_registered_for_each_fp8_variant():
 # -- on a Hopper GPU ---------------------------------------------------------------------------
 
 def _hopper():
-    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
-    if reason := wgmma.gpu_reason(cap):
+    if reason := wgmma.reason_here():
         pytest.skip(reason)
 
 

@@ -82,6 +82,16 @@ def quantize(x: torch.Tensor, dtype: torch.dtype, form: str = "tensor",
     return q, (scale.reshape(1) if form == "tensor" else scale.contiguous())
 
 
+def quantize_operands(a: torch.Tensor, bt: torch.Tensor, dtype: torch.dtype,
+                      form: str = "tensor") -> tuple[torch.Tensor, ...]:
+    """``(a, b, scale_a, scale_b)`` as ``torch._scaled_mm`` takes them, from float ``a`` [M, K]
+    and ``bt`` = B^T [N, K]: each quantised to fp8 ``dtype`` with its scales (B's per column,
+    its rows being B's columns), ``b`` the column-major [K, N] view."""
+    qa, scale_a = quantize(a, dtype, form)
+    qbt, scale_bt = quantize(bt, dtype, form)
+    return qa, qbt.t(), scale_a, scale_bt.reshape(1, -1)
+
+
 def _bad_form(form):
     raise ValueError(f"quantize: form expected one of {', '.join(FORMS)}, got {form!r}")
 
@@ -92,9 +102,7 @@ def _problem(m, n, k, form):
         bt = torch.randn(n, k, device=device) / k**0.25
         if form == "row" and m > 1:
             a[0] *= 50  # an outlier row: what row-wise scales are for
-        qa, sa = quantize(a, dtype, form)
-        qbt, sbt = quantize(bt, dtype, form)  # B^T [N, K]: its rows are B's columns
-        return qa, qbt.t(), sa, sbt.reshape(1, -1)  # b column-major, as _scaled_mm takes it
+        return quantize_operands(a, bt, dtype, form)
     return make
 
 

@@ -139,8 +139,7 @@ def capture_timelines(path=None, m: int = 4096, n: int = 4096, k: int = 4096):
 
 
 def run(quick: bool = False) -> list[results.Record]:
-    if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()
-                                  if torch.cuda.is_available() else None):
+    if reason := wgmma.reason_here():
         print(f"lesson 07 benchmark skipped: {reason}")
         return []
     names = [n for n in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2") if n in wgmma.VARIANTS]

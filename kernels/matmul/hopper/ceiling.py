@@ -45,8 +45,7 @@ def wgmma_ceiling(v: str | wgmma.Variant, iterations: int = 2048,
                   repetitions: int = 5) -> Ceiling:
     """Measure the instruction's rate ``repetitions`` times; warn when the runs spread > 5%."""
     v = wgmma.variant(v)
-    if reason := wgmma.gpu_reason(torch.cuda.get_device_capability()
-                                  if torch.cuda.is_available() else None):
+    if reason := wgmma.reason_here():
         raise ValueError(f"wgmma_ceiling: {reason}")
     if repetitions < 1:
         raise ValueError(f"repetitions expected at least 1, got {repetitions}")

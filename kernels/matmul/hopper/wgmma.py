@@ -215,6 +215,11 @@ def gpu_reason(capability: tuple[int, int] | None) -> str | None:
             "tcgen05 instead")
 
 
+def reason_here() -> str | None:
+    """Why the Hopper kernels cannot run on this machine's current GPU (None: they can)."""
+    return gpu_reason(torch.cuda.get_device_capability() if torch.cuda.is_available() else None)
+
+
 def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
     """Why this variant cannot compute ``a @ b`` (None: it can). Shapes already line up."""
     v = variant(v)
