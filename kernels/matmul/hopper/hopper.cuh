@@ -1,7 +1,8 @@
 // The Hopper primitives lesson 07's kernels are built from (kernels/matmul/hopper/wgmma.cu
 // includes this file below its generated header): mbarriers, TMA loads and stores, the wgmma
-// instruction and its shared-memory descriptor, setmaxnreg, the two epilogues, the timeline and
-// the grouped tile order. Each is a few lines of inline PTX with the reason it is there.
+// instruction and its shared-memory descriptor, setmaxnreg, the two epilogues, the timeline, the
+// grouped tile order and (section 2b) the cluster operations of step 5. Each is a few lines of
+// inline PTX with the reason it is there.
 //
 // It is not compiled on its own: it uses what the generated header of wgmma.cu defines (a_t,
 // b_t, out_t, TIMELINE, TIMELINE_BLOCKS, TIMELINE_EVENTS, WAIT_LIMIT_MCYCLES). course_utils.nvrtc
@@ -109,6 +110,38 @@ __device__ __forceinline__ void fence_async_shared() {
 // a barrier for one warpgroup's 128 threads (id 0 is __syncthreads)
 __device__ __forceinline__ void warpgroup_barrier(int id) {
     asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory");
+}
+
+// ---- 2b. clusters (step 5): blocks that reach into each other's shared memory ----------------
+// A kernel declared __cluster_dims__(2, 1, 1) runs its blocks in pairs (blocks 2i and 2i + 1)
+// on two SMs of one GPC, which can read, write and signal each other's shared memory. A
+// multicast TMA load reads a box from global memory (and L2) once and writes it into the
+// shared memory of every block in `mask`, at the same offset, completing on the barrier at the
+// same offset in each: two blocks that need the same tile of B each load half of it.
+__device__ __forceinline__ u32 cluster_rank() {  // 0 or 1: this block's place in its cluster
+    u32 rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return rank;
+}
+// every thread of both blocks arrives, then waits; release/acquire orders the memory operations
+// (barrier initialisation, arrivals) before it with those after it, across the cluster
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap& map, int x,
+                                                   int y, u64* bar, u32 mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+        :: "r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(&map)), "r"(x), "r"(y),
+           "r"(smem_addr(bar)), "h"(static_cast<unsigned short>(mask)) : "memory");
+}
+// arrive on the barrier at the same offset in block `peer`'s shared memory (mapa translates the
+// address; release at cluster scope: this block's reads of the slot are done before the arrival)
+__device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 peer) {
+    asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}"
+                 :: "r"(smem_addr(bar)), "r"(peer) : "memory");
 }
 
 // ---- 3. wgmma: the tensor cores read A and B straight from shared memory -----------------------

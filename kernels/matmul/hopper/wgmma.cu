@@ -1,5 +1,5 @@
 // C = A @ B on Hopper (sm_90a): TMA, wgmma and warp specialisation, in three kernels that make
-// the four steps of lesson 07. Read them in order; each adds one idea to the one before.
+// the five steps of lesson 07. Read them in order; each adds one idea to the one before.
 //
 //   wgmma_basic        step 1: TMA copies a K tile of A and B into shared memory, one warpgroup
 //                      (128 threads) multiplies it with wgmma; load, wait, compute, repeat
@@ -13,7 +13,10 @@
 //                      block per 128 x 128 tile; step 4 launches one block per SM on 128 x 256
 //                      tiles, so a block's producer already loads the next tile while its
 //                      consumers store this one, and its consumers hand C to TMA (TMA_STORE)
-//                      instead of storing it themselves.
+//                      instead of storing it themselves. Step 5 launches the same kernel in
+//                      clusters of two blocks (CLUSTER = 2) on vertically adjacent tiles: they
+//                      need the same tile of B, so each loads half of it and TMA multicasts
+//                      that half into both blocks' shared memory.
 //   wgmma_ceiling      the instruction's own ceiling: wgmma on operands already in shared memory
 //
 // Operands are K-major, as in lesson 05: A is [M, K] row-major, B is [K, N] column-major (B^T is
@@ -24,7 +27,7 @@
 //
 // Built by kernels/matmul/hopper/wgmma.py with course_utils.nvrtc for sm_90a (the "a" enables
 // the arch-specific wgmma and setmaxnreg). Tile shapes are template arguments, so the kernel's
-// name says its configuration, e.g. wgmma_specialized<128, 256, 4, 2, 8>. Everything above the
+// name says its configuration, e.g. wgmma_specialized<128, 256, 3, 2, 16, true, 1>. Everything above the
 // marker is for the editor; wgmma.py generates the real header (types and flags) from Python.
 //
 // nvrtc arch: sm_90a
@@ -191,9 +194,15 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
 // the consumers start the next tile; otherwise each thread stores its registers to C.
 // scale_a / scale_b (fp8 with scales, scaled.py): multiply the accumulators before the store;
 // null pointers (every other call) mean unit scales.
+// CLUSTER = 2 (step 5): blocks 2i and 2i + 1 form a cluster and always take the two tiles of one
+// column of B, one above the other. Each producer loads its own A tile and half of the B tile,
+// multicast to both blocks, so each block's full[s] still expects a whole slot of bytes, half of
+// them written by the other block's copy. A slot may be refilled only when the consumers of BOTH
+// blocks are done with it (the other block's copy writes into it too): every consumer warp
+// arrives on empty[s] in each block of the cluster.
 // =================================================================================================
-template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M, bool TMA_STORE>
-__global__ void __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
+template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M, bool TMA_STORE, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
 wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                   const __grid_constant__ CUtensorMap tma_b,
                   const __grid_constant__ CUtensorMap tma_c, out_t* __restrict__ c, int M, int N,
@@ -201,6 +210,7 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                   int scale_a_step, int scale_b_step, u64* timeline) {
     static_assert(BM == 64 * CONSUMERS && (BN == 128 || BN == 256) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "blocks per cluster");
     constexpr int SLOT = (BM + BN) * K_TILE;
     // 65536 registers per SM: 128 x 40 + 256 x 232 = 64512 with two consumers
     constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
@@ -210,36 +220,47 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
     __shared__ u64 full[STAGES], empty[STAGES];
     Timeline tl{timeline};
 
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    // a cluster computes CLUSTER tiles stacked along M: the grid walks these taller tiles
+    const int tiles_m = (M + BM * CLUSTER - 1) / (BM * CLUSTER), tiles_n = (N + BN - 1) / BN;
     const int tiles = tiles_m * tiles_n;
     const int k_tiles = (K * int(sizeof(a_t)) + K_TILE - 1) / K_TILE;
     if (k_tiles == 0) return;  // C = 0: wgmma.py fills it without a launch
     const int role = threadIdx.x / WARPGROUP;  // 0: producer, 1..CONSUMERS: consumers
+    const int rank = CLUSTER > 1 ? cluster_rank() : 0;  // this block's place in its cluster
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // in cluster tiles
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMERS * WARPGROUP / 32);
+            mbar_init(&empty[s], CLUSTER * CONSUMERS * WARPGROUP / 32);
         }
         fence_barrier_init();
     }
-    __syncthreads();
+    // the other block's copies and arrivals may come as soon as it starts: wait for its barriers
+    if constexpr (CLUSTER > 1) cluster_sync(); else __syncthreads();
 
     if (role == 0) {
         registers_shrink<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;  // one thread issues every copy
         int it = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = first; tile < tiles; tile += step) {
             int tm, tn;
             tile_origin<GROUP_M>(tile, tiles_m, tiles_n, tm, tn);
+            tm = tm * CLUSTER + rank;  // this block's tile of the cluster's column
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 const int s = it % STAGES;
                 const u64 t0 = now();
                 mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
                 const u64 t1 = now();
                 char* slot = ring + s * SLOT;
-                mbar_expect_bytes(&full[s], SLOT);
+                mbar_expect_bytes(&full[s], SLOT);  // A, and all of B: half of it from the peer
                 tma_load(slot, tma_a, kt * K_TILE, tm * BM, &full[s]);
-                tma_load(slot + BM * K_TILE, tma_b, kt * K_TILE, tn * BN, &full[s]);
+                if constexpr (CLUSTER == 1) {
+                    tma_load(slot + BM * K_TILE, tma_b, kt * K_TILE, tn * BN, &full[s]);
+                } else {  // rows [rank * BN / 2, (rank + 1) * BN / 2) of B's tile, to both blocks
+                    constexpr int HALF = BN / CLUSTER;
+                    tma_load_multicast(slot + (BM + rank * HALF) * K_TILE, tma_b, kt * K_TILE,
+                                       tn * BN + rank * HALF, &full[s], (1u << CLUSTER) - 1);
+                }
                 tl.record(0, WAIT_SLOT, s, kt, t0, t1);
                 tl.record(0, LOAD, s, kt, t1, now());
             }
@@ -248,11 +269,21 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
         registers_grow<CONSUMER_REGS>();
         const int consumer = role - 1;
         const bool leader = threadIdx.x % WARPGROUP == 0, warp_leader = threadIdx.x % 32 == 0;
+        // the slot of iteration i is free in this block: tell every block of the cluster
+        auto release = [&](int i) {
+            if (!warp_leader) return;
+            if constexpr (CLUSTER == 1) {
+                mbar_arrive(&empty[i % STAGES]);
+            } else {
+                for (u32 peer = 0; peer < CLUSTER; ++peer) mbar_arrive_cluster(&empty[i % STAGES], peer);
+            }
+        };
         float d[BN / 2];
         int it = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = first; tile < tiles; tile += step) {
             int tm, tn;
             tile_origin<GROUP_M>(tile, tiles_m, tiles_n, tm, tn);
+            tm = tm * CLUSTER + rank;
             u64 busy_since = 0;  // (timeline) when the tensor cores started on the last K tile
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 const int s = it % STAGES;
@@ -264,7 +295,7 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                 wgmma_k_tile<BN>(d, slot + consumer * 64 * K_TILE, slot + BM * K_TILE, kt == 0);
                 wgmma_commit();
                 wgmma_wait<1>();  // tile kt - 1's group is done: its slot can be refilled
-                if (kt > 0 && warp_leader) mbar_arrive(&empty[(it - 1) % STAGES]);
+                if (kt > 0) release(it - 1);
                 if (leader) {
                     const u64 released = now();
                     tl.record(role, WAIT_DATA, s, kt, t0, ready);
@@ -273,7 +304,7 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                 }
             }
             wgmma_wait<0>();
-            if (warp_leader) mbar_arrive(&empty[(it - 1) % STAGES]);
+            release(it - 1);
             fence_registers(d);
             const u64 t0 = now();
             if (leader) tl.record(role, COMPUTE, (it - 1) % STAGES, k_tiles - 1, busy_since, t0);
@@ -293,6 +324,10 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
             asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // before the block exits
         }
     }
+    // a block's shared memory lives as long as the block: stay until the other block's
+    // consumers have made their last arrivals on this block's barriers (the producers have left;
+    // a thread that exits no longer holds up a cluster barrier)
+    if constexpr (CLUSTER > 1) cluster_sync();
 }
 
 // =================================================================================================
