@@ -137,10 +137,13 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap&
            "r"(smem_addr(bar)), "h"(static_cast<unsigned short>(mask)) : "memory");
 }
 // arrive on the barrier at the same offset in block `peer`'s shared memory (mapa translates the
-// address; release at cluster scope: this block's reads of the slot are done before the arrival)
+// address). The default .release.cta: what is released is the slot the tensor cores have
+// finished reading (wgmma_wait said so), not data another block reads; a .release.cluster
+// arrival would first wait for this thread's every earlier memory operation to be visible to
+// the cluster.
 __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 peer) {
     asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}"
+                 " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
                  :: "r"(smem_addr(bar)), "r"(peer) : "memory");
 }
 

@@ -268,14 +268,15 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
     } else {
         registers_grow<CONSUMER_REGS>();
         const int consumer = role - 1;
-        const bool leader = threadIdx.x % WARPGROUP == 0, warp_leader = threadIdx.x % 32 == 0;
-        // the slot of iteration i is free in this block: tell every block of the cluster
+        const bool leader = threadIdx.x % WARPGROUP == 0;
+        // the slot of iteration i is free in this block: tell every block of the cluster (lane
+        // p of each warp tells block p, so the arrivals go out side by side)
+        const int lane = threadIdx.x % 32;
         auto release = [&](int i) {
-            if (!warp_leader) return;
             if constexpr (CLUSTER == 1) {
-                mbar_arrive(&empty[i % STAGES]);
+                if (lane == 0) mbar_arrive(&empty[i % STAGES]);
             } else {
-                for (u32 peer = 0; peer < CLUSTER; ++peer) mbar_arrive_cluster(&empty[i % STAGES], peer);
+                if (lane < CLUSTER) mbar_arrive_cluster(&empty[i % STAGES], lane);
             }
         };
         float d[BN / 2];
