@@ -71,6 +71,24 @@ def test_steps_fit_hopper_shared_memory_and_name_their_configuration():
     assert (best.bm, best.bn, best.persistent) == (128, 256, True)
     assert best.grid(8192, 8192, 132) == 132 and best.grid(100, 100, 132) == 1
     assert wgmma.step(3).grid(4096, 4096, 132) == 32 * 32
+    # step 5: clusters of two blocks on tiles stacked along M, each loading half of B's tile
+    five = wgmma.step(5)
+    assert (five.cluster, five.b_box_rows, five.bn) == (2, 128, 256)
+    assert five.template.endswith(", 2>")
+    assert five.grid(8192, 8192, 132) == 132  # 66 clusters
+    assert five.grid(8192, 8192, 131) == 130  # a cluster needs two SMs
+    assert five.grid(1, 1, 132) == 2  # one cluster: block 1's tile lies past M, computes zeros
+    assert five.grid(300, 256, 132) == 2 * 2  # rows 0-255 and 256-511: two clusters
+
+
+@needs_nvrtc
+@needs_disasm
+def test_step5_multicasts_b_and_synchronises_its_cluster():
+    text = sass.disassemble(wgmma.compile_step(5, "bf16", verbose=False))
+    assert "UTMALDG.2D.MULTICAST" in text  # half of B's tile, to both blocks
+    assert text.count("UCGABAR_WAIT") >= 2  # the cluster barrier at the start and the end
+    four = sass.disassemble(wgmma.compile_step(4, "bf16", verbose=False))
+    assert "MULTICAST" not in four and "UCGABAR" not in four
 
 
 def test_every_step_and_variant_is_registered_with_its_metadata():
@@ -199,7 +217,7 @@ def test_registered_call_and_bad_input_on_a_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("number", [1, 4])
+@pytest.mark.parametrize("number", [1, 4, 5])
 def test_repeated_registered_calls_reuse_one_plan_and_see_new_data(number):
     # the second call is prepared once (descriptors, packed arguments): it must still write
     # each call's fresh output and read the operands' current values
@@ -238,7 +256,8 @@ def test_committed_h100_records_and_timelines_are_what_the_notebook_draws():
     for size in bench.SIZES:
         fig = bench.plot_staircase(records, size, environment=environment)
         assert len(fig.axes[0].patches) == len(wgmma.STEPS) + 2  # lesson 05, the steps, Triton
-    assert len(bench.verdicts(records)) == 9
+    assert len(bench.verdicts(records)) == 11  # step 4, fp8, then step 5's two
+    assert {row["kernel"] for row in bench.power_table(records)} == {"cuBLAS", "step4", "step5"}
     _, timelines = timeline.load(env.RESULTS_DIR / f"{bench.RECORDED}-timeline.json")
     assert [label.split(":")[0] for label in timelines] == [s.name for s in wgmma.STEPS.values()]
     step4 = timelines[next(label for label in timelines if label.startswith("step4"))]

@@ -2,8 +2,10 @@
 cuBLAS, in one process.
 
 * the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);
-* the staircase in bf16 at 4096³ and 8192³: lesson 05's ``mma.sync`` kernel, then steps 1-4,
+* the staircase in bf16 at 4096³ and 8192³: lesson 05's ``mma.sync`` kernel, then steps 1-5,
   each beside ``torch.mm`` (cuBLAS) measured in the same run;
+* what limits steps 4 and 5 at 8192³ (:func:`power`): the same kernels and cuBLAS on random
+  data and on zeros and ones, with the SM clock and the power each ran at;
 * the last step in fp16 (``torch.mm``) and fp8 (``torch._scaled_mm`` with unit scales), and in
   bf16 at shapes that are not squares or not tile multiples;
 * what a caller pays: the registered kernel called as a user calls it
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils import env, results, timing
+from course_utils import clocks, env, results, timing
 from kernels.matmul.hopper import ceiling, timeline, triton_tma, wgmma
 
 LESSON = "07_hopper_matmul"
@@ -32,6 +34,16 @@ def operands(v: wgmma.Variant, m: int, n: int, k: int):
     a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
     b = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b).t()
     return a, b
+
+
+def light_operands(v: wgmma.Variant, m: int, n: int, k: int):
+    """A and B as :func:`operands` lays them out, holding the ceiling kernel's data: every third
+    element 0, the others 1. The same instructions on data that flips few bits draw less power."""
+    def pattern(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+        i = torch.arange(rows * cols, device="cuda").view(rows, cols)
+        return (i % 3 != 0).to(dtype)
+
+    return pattern(m, k, v.a), pattern(n, k, v.b).t()
 
 
 def peer(v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
@@ -127,6 +139,40 @@ def best_step(v: wgmma.Variant, m: int, n: int, k: int,
     ]
 
 
+DATA = {"random": operands, "0/1": light_operands}  # what power() runs the kernels on
+
+
+def power(size: int, ceilings: dict[str, float], seconds: float = 2.0) -> list[results.Record]:
+    """Steps 4 and 5 beside cuBLAS at bf16 ``size``³, on random data and on zeros and ones
+    (:func:`light_operands`): their TFLOP/s (cuBLAS on the same data as the peer), then the SM
+    clock and the power each ran at (:func:`course_utils.clocks.under_load`, ``seconds`` each).
+    On random data an H100 reaches its power limit and lowers its clock; the ceiling kernel's
+    data does not, so the gap between the two is power, not the kernel."""
+    v = wgmma.variant("bf16")
+    flop = timing.matmul_flop(size, size, size)
+    steps = (wgmma.STEPS[4], wgmma.STEPS[5])
+    found = []
+    for data, make in DATA.items():
+        a, b = make(v, size, size, size)
+        fns = {"cuBLAS": lambda a=a, b=b: torch.mm(a, b)}
+        fns.update({s.name: bare_launch(s, v, a, b) for s in steps})
+        measured = rates(fns, flop)
+        found += [results.Record(LESSON, f"bf16 {s.name} {size}^3 on {data} data",
+                                 measured[s.name], "TFLOP/s", ceilings["bf16"],
+                                 "wgmma bf16 ceiling (0/1 data), same run", measured["cuBLAS"],
+                                 f"torch.mm (cuBLAS) on {data} data, same run") for s in steps]
+        if clocks.unavailable_reason():
+            continue
+        for name, fn in fns.items():
+            load = clocks.under_load(fn, seconds)
+            what = f"bf16 {name} {size}^3 on {data} data:"
+            found += [results.Record(LESSON, f"{what} SM clock", load.sm_mhz, "MHz",
+                                     load.max_sm_mhz, "the GPU's maximum SM clock"),
+                      results.Record(LESSON, f"{what} power", load.watts, "W",
+                                     load.power_limit_w, "the board's power limit")]
+    return found
+
+
 def capture_timelines(path=None, m: int = 4096, n: int = 4096, k: int = 4096):
     """Timelines of every step at one problem, saved as ``<results>/<device>-timeline.json``."""
     captured = {f"{s.name}: {s.idea}": timeline.capture(s.number, m, n, k)
@@ -157,6 +203,7 @@ def run(quick: bool = False) -> list[results.Record]:
             records += best_step(wgmma.variant(n), size, size, size, ceilings)
     for m, n, k in ((1024, 1024, 1024),) if quick else SHAPES:
         records += best_step(wgmma.variant("bf16"), m, n, k, ceilings)
+    records += power(2048 if quick else max(SIZES), ceilings, seconds=0.5 if quick else 2.0)
     if not quick:
         print(f"  timelines -> {capture_timelines()}")
     table(records)
@@ -164,11 +211,11 @@ def run(quick: bool = False) -> list[results.Record]:
 
 
 def table(records: list[results.Record]) -> None:
-    print(f"{'what':78s} {'TFLOP/s':>8s} {'/ceiling':>9s} {'/cuBLAS':>8s}")
+    print(f"{'what':78s} {'value':>8s} {'unit':7s} {'/ceiling':>9s} {'/cuBLAS':>8s}")
     for r in records:
         ratio_c = f"{r.value / r.ceiling:9.2f}" if r.ceiling else " " * 9
         ratio_p = f"{r.value / r.peer:8.2f}" if r.peer else " " * 8
-        print(f"{r.what[:78]:78s} {r.value:8.0f} {ratio_c} {ratio_p}")
+        print(f"{r.what[:78]:78s} {r.value:8.0f} {r.unit:7s} {ratio_c} {ratio_p}")
 
 
 # -- reading and drawing the records (the notebook's figures; CPU students see the H100's) ------
@@ -245,4 +292,57 @@ def verdicts(records: list[results.Record]) -> list[str]:
         lines.append(timing.verdict("fp8 e4m3 8192³ ≥ 0.80× torch._scaled_mm",
                                     f"{r.value / r.peer:.2f}×", r.value >= 0.8 * r.peer,
                                     "unit scales, bf16 output"))
-    return lines
+    return lines + step5_verdicts(records)
+
+
+def _find(records: list[results.Record], what: str) -> results.Record | None:
+    return next((r for r in records if r.what == what), None)
+
+
+def step5_verdicts(records: list[results.Record], size: int = 8192) -> list[str]:
+    """Step 5's targets at bf16 ``size``³ (the staircase's record), and what the power
+    measurement says limits it."""
+    r = next((r for r in records if r.what.startswith("bf16 step5: ")
+              and r.what.endswith(f" {size}^3")), None)
+    if r is None:
+        return []
+    limit = ""
+    clock = {d: _find(records, f"bf16 step5 {size}^3 on {d} data: SM clock") for d in DATA}
+    watts = _find(records, f"bf16 step5 {size}^3 on random data: power")
+    light = _find(records, f"bf16 step5 {size}^3 on 0/1 data")
+    if clock["random"] and clock["0/1"] and watts and light:
+        limit = (f"; on random data the GPU ran at {clock['random'].value:.0f} MHz and "
+                 f"{watts.value:.0f} W of its {watts.ceiling:.0f} W limit, on 0/1 data at "
+                 f"{clock['0/1'].value:.0f} MHz, where step 5 reached "
+                 f"{light.value / light.peer:.2f}× cuBLAS and {light.value / light.ceiling:.2f} "
+                 "of the ceiling")
+    return [
+        timing.verdict(f"step 5 bf16 {size}³ ≥ 1.05× cuBLAS", f"{r.value / r.peer:.2f}× "
+                       f"({r.value:.0f} TFLOP/s)", r.value >= 1.05 * r.peer,
+                       "cuBLAS measured in the same rounds" + limit),
+        timing.verdict(f"step 5 bf16 {size}³ ≥ 0.80 of the wgmma ceiling",
+                       f"{r.value / r.ceiling:.2f}", r.value >= 0.8 * r.ceiling,
+                       "the ceiling runs on 0/1 data, below the power limit" + limit),
+    ]
+
+
+def power_table(records: list[results.Record], size: int = 8192) -> list[dict]:
+    """One row per data and kernel of :func:`power`'s records: TFLOP/s, × cuBLAS, SM clock,
+    power (cuBLAS's rate is the peer the steps' records carry)."""
+    rows = []
+    for data in DATA:
+        prefix = f"bf16 {{}} {size}^3 on {data} data"
+        step4 = _find(records, prefix.format("step4"))
+        if step4 is None:
+            continue
+        for name in ("cuBLAS", "step4", "step5"):
+            found = _find(records, prefix.format(name))
+            value = step4.peer if name == "cuBLAS" else found.value if found else None
+            clock = _find(records, prefix.format(name) + ": SM clock")
+            watts = _find(records, prefix.format(name) + ": power")
+            rows.append({"data": data, "kernel": name,
+                         "TFLOP/s": f"{value:.0f}" if value else "",
+                         "× cuBLAS": f"{value / step4.peer:.2f}" if value else "",
+                         "SM clock MHz": f"{clock.value:.0f}" if clock else "",
+                         "power W": f"{watts.value:.0f} of {watts.ceiling:.0f}" if watts else ""})
+    return rows
