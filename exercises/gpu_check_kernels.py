@@ -22,7 +22,7 @@ from course_utils import env
 from exercises import kernel_checks, solutions
 
 KERNEL_EXERCISES = ("03.transpose", "03.warp_sum", "05.smem", "05.swizzle_cuda", "05.triton_dot",
-                    "07.parity")
+                    "07.parity", "07.promote")
 
 
 def _run(id: str, source: str, label: str) -> exercises.Result:

@@ -52,7 +52,8 @@ CHILDREN = {
     "03.warp_sum": "exercises.lesson03:warp_sum_child",
     "05.smem": "exercises.lesson05_kernels:smem_child",
     "05.swizzle_cuda": "exercises.lesson05_kernels:swizzle_child",
-    "07.parity": "exercises.lesson07:parity_child",
+    "07.parity": "exercises.lesson07_kernels:parity_child",
+    "07.promote": "exercises.lesson07_kernels:promote_child",
 }
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
 SPLICED = ("the line numbers count from the first line of the kernel file the cell above shows, "

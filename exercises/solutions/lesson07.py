@@ -164,3 +164,44 @@ def RING_WAIT(a, b):
     return a @ b
 ''',
 }
+
+
+SOLUTIONS["07.promote"] = '''
+PROMOTE = r"""
+template <int BN>
+__host__ __device__ constexpr void promote(float (&d)[BN / 2], const float (&part)[64], int h,
+                                           float row_lo, float row_hi, float block) {
+    const float lo = row_lo * block, hi = row_hi * block;  // two products, not 64
+    for (int j = 0; j < 16; ++j) {
+        d[64 * h + 4 * j + 0] += part[4 * j + 0] * lo;
+        d[64 * h + 4 * j + 1] += part[4 * j + 1] * lo;
+        d[64 * h + 4 * j + 2] += part[4 * j + 2] * hi;
+        d[64 * h + 4 * j + 3] += part[4 * j + 3] * hi;
+    }
+}
+"""
+'''
+
+
+def _promote(old: str, new: str) -> str:
+    source = SOLUTIONS["07.promote"]
+    assert old in source, old
+    return source.replace(old, new)
+
+
+WRONG["07.promote"] = {
+    # the product overwrites the running sum: only the last K tile's product survives
+    "overwrites d": _promote("+= part[4 * j + 0] * lo", "= part[4 * j + 0] * lo")
+    .replace("+= part[4 * j + 1]", "= part[4 * j + 1]").replace("+= part[4 * j + 2]",
+                                                                  "= part[4 * j + 2]")
+    .replace("+= part[4 * j + 3]", "= part[4 * j + 3]"),
+    # rows r and r + 8 taken as alternate registers (the m16n8 layout misread)
+    "rows alternate by register": _promote("part[4 * j + 1] * lo", "part[4 * j + 1] * hi")
+    .replace("part[4 * j + 2] * hi", "part[4 * j + 2] * lo"),
+    # always the first half: the second 128 columns of a 128 x 256 tile add into the first
+    "ignores h": _promote("d[64 * h + 4 * j", "d[4 * j"),
+    "plain PyTorch": '''
+def PROMOTE(d, part, scale):
+    return d + part * scale
+''',
+}

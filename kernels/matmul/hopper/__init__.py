@@ -3,6 +3,9 @@
 * ``wgmma.cu``: the kernels, one per step, and the ``wgmma`` instruction ceiling;
 * ``hopper.cuh``: the primitives they are built from (mbarriers, TMA, ``wgmma`` and its
   descriptor, ``setmaxnreg``, the epilogues, the timeline), included by ``wgmma.cu``;
+* ``block_scaled.cu``: step 4's kernel for fp8 with block scales (each K tile's product
+  promoted into the running sum), built and registered by :mod:`~kernels.matmul.hopper.scaled`
+  under the op ``scaled_matmul`` with the other scale forms;
 * :mod:`~kernels.matmul.hopper.wgmma`: variants, steps, compiling, launching, registration;
 * :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
 * :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;

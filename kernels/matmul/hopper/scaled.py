@@ -10,17 +10,73 @@ one-element tensor read with step 0, so both forms are one kernel: reading one f
 and per column of a 128 x 256 tile costs nothing beside the tile's 8 million multiply-adds per
 K tile.
 
-The registered kernels, ``("scaled_matmul", "wgmma", "auto_<variant>")``, use step 4's kernel
-with the tile chosen per problem (tiles.py), as ``("matmul", "wgmma", "auto_<variant>")`` does.
+Block scales (A per 1 x 128, B per 128 x 128) do not factor out of the sum over K: they are
+applied per K tile by ``block_scaled.cu``'s kernel, step 4's with one change in the consumers'
+loop (read that file's header). Its tile is 128 x 256 or 128 x 128, chosen by the same
+wave-quantisation rule as the other tiles (:data:`BLOCK_TILES`).
+
+The registered kernels, ``("scaled_matmul", "wgmma", "auto_<variant>")``, take every form: per
+tensor and row-wise scales run step 4's kernel with the tile chosen per problem (tiles.py), as
+``("matmul", "wgmma", "auto_<variant>")`` does; block scales run the block-scaled kernel.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from kernels.matmul.hopper import tiles, wgmma
+from course_utils import nvrtc
+from kernels.matmul.hopper import tiles, tma, wgmma
+
+BLOCK_SOURCE = Path(__file__).with_name("block_scaled.cu")
+
+
+@dataclass(frozen=True)
+class BlockTile:
+    """A tile shape of ``wgmma_block_scaled``: 128 x ``bn`` outputs, ``stages`` ring slots."""
+
+    bn: int
+    stages: int
+    rate: float  # speed per SM relative to 128 x 256 (see BLOCK_TILES)
+    bm: int = 128
+
+    @property
+    def name(self) -> str:
+        return f"{self.bm}x{self.bn}"
+
+    def template(self, tma_store: bool = True) -> str:
+        return f"wgmma_block_scaled<{self.bn}, {self.stages}, 16, {str(tma_store).lower()}>"
+
+    @property
+    def shared_bytes(self) -> int:  # the ring, the epilogue's staging buffer, 1 KB to align
+        return self.stages * (self.bm + self.bn) * wgmma.K_TILE + self.bm * self.bn * 2 + 1024
+
+    def estimate(self, m: int, n: int, sms: int) -> float:
+        """Relative time, as tiles.Candidate.estimate: full waves x tile area / rate."""
+        count = -(-m // self.bm) * -(-n // self.bn)
+        return tiles.waves(count, sms) * self.bm * self.bn / self.rate
+
+
+# rates: fp8 e4m3 block-scaled at 8192³, 128 x 128's TFLOP/s over 128 x 256's, measured on the
+# H100 (bench_sizes "block tile" records)
+BLOCK_TILES = (BlockTile(256, 3, 1.0), BlockTile(128, 5, 0.89))
+
+
+def choose_block(m: int, n: int, sms: int) -> BlockTile:
+    """The block-scaled tile with the smallest estimated time (the larger on a tie)."""
+    return min(BLOCK_TILES, key=lambda t: t.estimate(m, n, sms))
+
+
+def compile_block(tile: BlockTile, v: str | wgmma.Variant, tma_store: bool = True,
+                  **kwargs) -> nvrtc.Compiled:
+    """Compile the block-scaled kernel for one tile and fp8 variant (no GPU needed)."""
+    kwargs.setdefault("arch", wgmma.ARCH)
+    return nvrtc.compile(BLOCK_SOURCE, tile.template(tma_store), defines=wgmma.defines(v),
+                         **kwargs)
 
 
 def _scales(scale_a: torch.Tensor, scale_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,8 +87,69 @@ def _scales(scale_a: torch.Tensor, scale_b: torch.Tensor) -> tuple[torch.Tensor,
 def run(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
         v: wgmma.Variant) -> torch.Tensor:
     """``(scale_a · a) @ (scale_b · b)`` in bfloat16 with the chosen tile, on checked operands."""
+    # block scales, which the op has checked come in pairs: a scale_b neither one value nor [1, N]
+    if scale_b.numel() > 1 and tuple(scale_b.shape) != (1, b.shape[1]):
+        return run_blocks(a, b, scale_a, scale_b, v)
     s = tiles.chosen_step(a.shape[0], b.shape[1], a.device.index or 0)
     return wgmma.run_checked(a, b, s, v, _scales(scale_a, scale_b))
+
+
+# -- block scales: the prepared launch of one problem (as wgmma.plan does for the steps) ---------
+
+_block_plans: dict[tuple, tuple] = {}
+
+
+def block_arguments(tile: BlockTile, a, b, scale_a, scale_b, out, tma_store: bool) -> tuple:
+    """``wgmma_block_scaled``'s arguments for checked operands: TMA descriptors of A, B^T and
+    (with TMA stores) C, then C, the sizes and each scale with its two strides."""
+    m, n = out.shape
+    tmap_b = tma.encode(b.t(), tile.bn, "b.t()")
+    return (tma.encode(a, tile.bm, "a"), tmap_b,
+            tma.encode(out, 64, "out") if tma_store else tmap_b, out, m, n, a.shape[1],
+            scale_a, scale_a.stride(0), scale_a.stride(1), scale_b, scale_b.stride(0),
+            scale_b.stride(1))
+
+
+def block_launch_shape(tile: BlockTile, m: int, n: int, device: int) -> dict:
+    """A persistent grid (one block per SM at most) of a producer and two consumer warpgroups."""
+    return {"grid": min(-(-m // tile.bm) * -(-n // tile.bn), wgmma.sm_count(device)),
+            "block": 3 * wgmma.WARPGROUP, "shared_mem": tile.shared_bytes}
+
+
+def _block_launch(tile: BlockTile, v: wgmma.Variant, a, b, scale_a, scale_b, out):
+    """(prepared launch, index of C's descriptor or None): everything but the output packed."""
+    device = a.device.index or 0
+    tma_store = tma.check_operand("out", out) is None  # rows 16-byte aligned: TMA stores
+    kernel = nvrtc.load(compile_block(tile, v, tma_store), device)
+    args = block_arguments(tile, a, b, scale_a, scale_b, out, tma_store)
+    prepared = kernel.prepare(*args, **block_launch_shape(tile, *out.shape, device))
+    return prepared, 2 if tma_store else None
+
+
+def run_blocks(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+               v: wgmma.Variant, tile: BlockTile | None = None) -> torch.Tensor:
+    """``a @ b`` with 1 x 128 / 128 x 128 block scales, on checked operands; ``tile``: the
+    tile to use instead of the chosen one (the benchmark's sweep)."""
+    m, n = a.shape[0], b.shape[1]
+    out = torch.empty(m, n, dtype=v.out, device=a.device)
+    if a.shape[1] == 0 or out.numel() == 0:
+        return out.zero_()
+    tile = tile or choose_block(m, n, wgmma.sm_count(a.device.index or 0))
+    key = (tile, v.name, *(wgmma._tensor_key(t) for t in (a, b, scale_a, scale_b)), a.device,
+           threading.get_ident())
+    if (plan := _block_plans.get(key)) is None:
+        plan = _block_plans[key] = [*_block_launch(tile, v, a, b, scale_a, scale_b, out),
+                                    out.data_ptr()]
+        if len(_block_plans) > wgmma.PLANS:
+            _block_plans.clear()
+            _block_plans[key] = plan
+    prepared, store_box, stored_to = plan
+    prepared.set_address(3, out.data_ptr())
+    if store_box is not None and out.data_ptr() != stored_to:
+        prepared.set_value(store_box, tma.encode(out, 64, "out"))
+        plan[2] = out.data_ptr()
+    prepared()
+    return out
 
 
 def register_all() -> list:
@@ -47,13 +164,16 @@ def register_all() -> list:
         def check(a, b, scale_a, scale_b, v=v):
             return wgmma.problem_reason(v, a, b) or wgmma.gpu_reason(wgmma._capability(a))
 
-        idea = ("step 4's kernel, tile chosen per problem, the scales applied to the fp32 "
-                "accumulators in the epilogue")
+        idea = ("step 4's kernel, tile chosen per problem, per-tensor and row-wise scales "
+                "applied to the fp32 accumulators in the epilogue; block scales per K tile "
+                "(block_scaled.cu)")
         registered.append(register(
             "scaled_matmul", "wgmma", f"auto_{v.name}", build=lambda v=v: functools.partial(
                 run, v=v), dtypes=(v.a,), devices=("cuda",), min_capability=(9, 0),
             needs=("cuda", "nvrtc"), check=check,
             meta={"idea": idea, "tile": "chosen per problem", "kernel": wgmma.BEST.kernel,
+                  "block kernel": "wgmma_block_scaled",
+                  "block tiles": [t.name for t in BLOCK_TILES],
                   "instruction": v.ptx, "a": v.a, "b": v.b, "out": v.out,
                   "accumulator": "f32", "source": "kernels/matmul/hopper/wgmma.cu"},
             description=f"wgmma auto {v.name} with scales: {idea}"))
