@@ -75,7 +75,7 @@ def test_the_course_map_draws_from_the_committed_reference_records():
         notes = " ".join(t.get_text() for t in fig.texts)
         assert recorded.device in notes  # labelled with the GPU that measured it
         plt.close(fig)
-    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == "07 step4"
+    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == "07 step5"
 
 
 def test_lesson_01_and_02_figures_from_the_records():

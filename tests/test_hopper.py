@@ -2,12 +2,14 @@
 (the SASS census), refuses what it cannot run with a reason, and on an H100 matches a float64
 reference on awkward shapes; the timeline decodes and draws."""
 
+import dataclasses
+
 import pytest
 import torch
 
 import kernels
 from course_utils import env, nvrtc, sanitizer, sass
-from kernels.matmul.hopper import bench, ceiling, timeline, tma, wgmma
+from kernels.matmul.hopper import bench, ceiling, tiles, timeline, tma, wgmma
 
 needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                  reason=f"NVRTC: {nvrtc.unavailable_reason()}")
@@ -31,6 +33,26 @@ def test_census_every_step_and_variant(number, name):
     assert census["UTMALDG"] >= 2 and census["SYNCS"] > 0, census
     assert census["LDL"] == census["STL"] == 0, "accumulators spilled to local memory"
     assert census["USETMAXREG"] == (2 if s.specialized else 0), census
+
+
+CANDIDATES = [pytest.param(c.step, v, id=f"{c.name}-{v}") for c in tiles.CANDIDATES[1:]
+              for v in ("bf16", "fp8_e4m3")]
+
+
+@needs_nvrtc
+@needs_disasm
+@pytest.mark.parametrize(("s", "name"), [
+    *CANDIDATES, *(pytest.param(wgmma.step(n), v, id=f"step{n}-{v}") for n in (3, 4, 5)
+                   for v in ("bf16", "fp8_e4m3"))])
+def test_split_k_is_compiled_only_where_the_registers_allow_it(s, name):
+    """128-column tiles carry split-K (the partials' stores and loads, the acquire-release count,
+    the barrier that ORs the answer) without local memory; 256-column kernels, step 4's
+    included, have none of it: they compile exactly as before split-K."""
+    census = sass.census(text := sass.disassemble(wgmma.compile_step(s, name, verbose=False)))
+    assert census["LDL"] == census["STL"] == 0, "spilled to local memory"
+    has_split_k = census["ATOMG"] > 0 and any(
+        op.startswith("BAR.RED.OR") for op in sass.variants(text, "BAR"))
+    assert has_split_k == s.can_split_k == (s.bn == 128 and s.cluster == 1), s.template
 
 
 @needs_nvrtc
@@ -79,6 +101,33 @@ def test_steps_fit_hopper_shared_memory_and_name_their_configuration():
     assert five.grid(8192, 8192, 131) == 130  # a cluster needs two SMs
     assert five.grid(1, 1, 132) == 2  # one cluster: block 1's tile lies past M, computes zeros
     assert five.grid(300, 256, 132) == 2 * 2  # rows 0-255 and 256-511: two clusters
+    # split-K: a block per work unit (a tile's share of K), or one per SM walking them
+    assert dataclasses.replace(wgmma.step(3), splits=4).grid(4096, 4096, 132) == 32 * 32 * 4
+    small = tiles.CANDIDATES[-1].step  # 64 x 128, persistent
+    assert dataclasses.replace(small, splits=4).grid(64, 4096, 132) == 128
+    assert dataclasses.replace(small, splits=8).grid(64, 4096, 132) == 132
+
+
+@pytest.mark.parametrize(("number", "words"), [
+    (1, "step 1 (wgmma_basic"), (2, "step 2 (wgmma_pipelined"), (4, "128x256 tiles"),
+    (5, "cluster 2")])
+def test_steps_that_cannot_split_k_refuse_splits_saying_why(number, words):
+    with pytest.raises(ValueError, match="cannot split K") as refused:
+        dataclasses.replace(wgmma.step(number), splits=2)
+    assert words in str(refused.value) and "registers" in str(refused.value)
+    with pytest.raises(ValueError, match="splits expected >= 1"):
+        dataclasses.replace(wgmma.step(3), splits=0)
+
+
+def test_split_k_workspace_holds_every_partial_tile_and_zeroed_counters():
+    small = dataclasses.replace(tiles.CANDIDATES[-1].step, splits=4)  # 64 x 128, 1 consumer
+    partials, arrivals = wgmma.workspace(small, 64, 4096, "cpu")
+    assert partials.dtype == torch.float32 and partials.numel() == 32 * 4 * 64 * 128
+    assert arrivals.dtype == torch.int32 and arrivals.tolist() == [0] * 32
+    three = dataclasses.replace(wgmma.step(3), splits=2)  # 128 x 128, 2 consumers
+    partials, arrivals = wgmma.workspace(three, 300, 520, "cpu")
+    assert partials.numel() == (3 * 5) * 2 * 128 * 128 and arrivals.numel() == 3 * 5 * 2
+    assert wgmma.workspace(wgmma.BEST, 64, 4096, "cpu") is None  # K whole: no workspace
 
 
 @needs_nvrtc
@@ -236,6 +285,76 @@ def test_repeated_registered_calls_reuse_one_plan_and_see_new_data(number):
     assert len(wgmma._plans) == plans, "one problem, one plan"
     c = torch.randn(64, 128, device="cuda").bfloat16()  # another problem gets its own
     torch.testing.assert_close(k(c, b).double(), c.double() @ b.double(), atol=0.2, rtol=2e-2)
+
+
+SPLIT_SHAPES = [(m, n, k) for m in (1, 16, 64, 100) for n in (4096, 520) for k in (4096, 96, 4064)]
+
+
+def _check(out, expected, what):
+    scale = expected.abs().max().item() or 1.0
+    torch.testing.assert_close(out.double(), expected, atol=3e-2 * scale, rtol=3e-2,
+                               msg=lambda msg: f"{what}: {msg}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bf16", "fp8_e4m3"])
+def test_split_k_matches_float64_on_decoding_shapes(name):
+    # the registered auto kernel with the splits the rule picks, and forced splits on both
+    # kinds of kernel that can split (one consumer, persistent; two consumers, one block per
+    # unit), K = 96 included: 2 K tiles in 8 splits run as 2 splits of one K tile each
+    _hopper()
+    v = wgmma.variant(name)
+    auto = kernels.get_kernel("matmul", "wgmma", f"auto_{name}")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    forced = [(tiles.CANDIDATES[-1].step, 2), (tiles.CANDIDATES[-1].step, 8),
+              (wgmma.step(3), 4)]
+    picked = set()
+    for m, n, k in SPLIT_SHAPES:
+        a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+        bt = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b)
+        expected = a.double() @ bt.double().t()
+        _check(auto(a, bt.t()), expected, f"auto {name} {m}x{n}x{k}")
+        picked.add(tiles.choose_splits(m, n, wgmma.k_tiles(k, v.a.itemsize), sms))
+        for s, splits in forced:
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=v.out)  # poisoned
+            wgmma.launch(dataclasses.replace(s, splits=splits), v, a, bt, out)
+            _check(out, expected, f"{s.template} splits={splits} {name} {m}x{n}x{k}")
+    assert len(picked) >= 3, picked  # {1, 2, 4, 8} on the H100's 132 SMs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_row", [False, True])
+def test_split_k_applies_fp8_scales_once_to_the_summed_tile(per_row):
+    _hopper()
+    v = wgmma.variant("fp8_e4m3")
+    m, n, k = 64, 4096, 4096
+    s = tiles.chosen_step(m, n, 0, wgmma.k_tiles(k, 1))
+    assert s.splits > 1
+    a = (torch.randn(m, k, device="cuda") / k**0.25).to(v.a)
+    b = (torch.randn(n, k, device="cuda") / k**0.25).to(v.b).t()
+    scale_a = torch.rand(m if per_row else 1, device="cuda") + 0.5
+    scale_b = torch.rand(n if per_row else 1, device="cuda") + 0.5
+    expected = (a.double() @ b.double()) * scale_a.double()[:, None] * scale_b.double()[None, :]
+    _check(wgmma.run_checked(a, b, s, v, (scale_a, scale_b)), expected, "fp8 scales, split-K")
+
+
+@pytest.mark.gpu
+def test_split_k_calls_in_a_row_reuse_the_workspace_and_agree_bitwise():
+    # the last split leaves its tile's counter at zero and sums the partials in split order,
+    # whichever block finished last: every call is the same, to the bit
+    _hopper()
+    v = wgmma.variant("bf16")
+    k = kernels.get_kernel("matmul", "wgmma", "auto_bf16")
+    a = (torch.randn(64, 4096, device="cuda") / 8).bfloat16()
+    b = (torch.randn(4096, 4096, device="cuda") / 8).bfloat16().t()
+    results = [k(a, b) for _ in range(3)]
+    s = tiles.chosen_step(64, 4096, 0, wgmma.k_tiles(4096, 2))
+    assert s.splits > 1
+    split_workspace = wgmma.plan(s, v, a, b, results[0]).split_workspace  # the calls' plan
+    torch.cuda.synchronize()
+    assert split_workspace is not None and int(split_workspace[1].count_nonzero()) == 0
+    assert all(torch.equal(results[0], r) for r in results[1:])
+    _check(results[0], a.double() @ b.double(), "auto bf16 64x4096x4096")
 
 
 @pytest.mark.gpu

@@ -46,6 +46,67 @@ def test_bad_sizes_are_refused_naming_them():
         tiles.choose(0, 8, 132)
 
 
+@pytest.mark.parametrize(("m", "n", "k_tiles", "splits"), [
+    (16, 4096, 64, 4),  # decoding, bf16 K = 4096: 32 tiles; 8 splits would take two waves
+    (64, 4096, 64, 4),
+    (64, 4096, 32, 4),  # fp8 K = 4096: 32 K tiles of 128 bytes
+    (100, 4096, 64, 2),  # 64 tiles: 128 units fill one wave, 256 would take two
+    (1, 520, 64, 8),  # 5 tiles: as many splits as the rule allows
+    (16, 14336, 64, 1),  # 112 tiles: 224 units take two waves, no faster than one
+    (64, 14336, 32, 1),
+    (8192, 8192, 128, 1),  # big squares fill every SM: no split
+    (1024, 1024, 16, 1),  # 128 tiles: nearly one full wave already
+    (64, 4096, 2, 1),  # K = 96 bf16: too short to split
+    (64, 4096, 7, 1),  # 2 splits would leave the last one 3 K tiles
+    (64, 4096, 0, 1),  # K = 0 (or not given to chosen_step): nothing to split
+])
+def test_split_rule_fills_idle_sms_only_when_it_pays(m, n, k_tiles, splits):
+    assert tiles.choose_splits(m, n, k_tiles, 132) == splits
+
+
+def test_every_split_the_rule_picks_keeps_min_k_tiles():
+    for k_tiles in range(1, 300):
+        for m, n in ((1, 520), (16, 4096), (100, 4096), (64, 2048)):
+            s = tiles.choose_splits(m, n, k_tiles, 132)
+            per, runs = wgmma.split_k(k_tiles, s)
+            assert runs == s, (m, n, k_tiles, s)  # no split left without K tiles
+            assert s == 1 or k_tiles - (s - 1) * per >= tiles.MIN_K_TILES, (m, n, k_tiles, s)
+            assert s in (1, 2, 4, 8)
+
+
+def test_split_estimate_is_waves_of_units_plus_partials_and_explain_marks_the_choice():
+    small = tiles.CANDIDATES[-1]
+    assert small.name == "64x128" and small.step.can_split_k
+    assert tiles.partial_cost(small) == pytest.approx(64 * 128 * 4 / ((64 + 128) * 128))
+    rows = tiles.explain_splits(64, 4096, 64, 132)  # the module docstring's example
+    assert [(r["splits"], r["units"], r["waves"], r["K tiles per unit"], r["estimate"])
+            for r in rows] == [(1, 32, 1, 64, 64.0), (2, 64, 1, 32, 36.0),
+                               (4, 128, 1, 16, 22.7), (8, 256, 2, 8, 28.0)]
+    assert [r["splits"] for r in rows if r["chosen"]] == [4]
+    assert wgmma.split_k(9, 8) == (2, 5)  # 5 splits get K tiles; the kernel runs those
+    assert wgmma.split_k(64, 4) == (16, 4)
+    assert wgmma.k_tiles(4064, 2) == 64 and wgmma.k_tiles(96, 2) == 2
+
+
+def test_tiles_that_cannot_split_are_never_split():
+    big = tiles.CANDIDATES[0]  # 128 x 256: its kernel has no split-K (SPLIT_K in wgmma.cu)
+    assert not big.step.can_split_k
+    assert tiles.split_candidates(big, 4, 64, 132) == [1]
+
+
+def test_chosen_step_carries_the_split_and_stays_step_4s_kernel(monkeypatch):
+    monkeypatch.setattr(wgmma, "sm_count", lambda device: 132)
+    tiles.chosen_step.cache_clear()
+    try:
+        split = tiles.chosen_step(64, 4096, 0, 64)
+        whole = tiles.chosen_step(64, 4096, 0)  # no K given: K is not split
+        assert (split.splits, whole.splits) == (4, 1)
+        assert split.template == whole.template == tiles.CANDIDATES[-1].step.template
+        assert tiles.chosen_step(8192, 8192, 0, 128) is wgmma.BEST
+    finally:
+        tiles.chosen_step.cache_clear()  # the GPU tests must see the real SM count
+
+
 def test_auto_kernels_are_registered_with_their_candidates():
     k = kernels.get_kernel("matmul", "wgmma", "auto_bf16")
     assert k.meta["tiles"] == ["128x256", "128x128", "64x256", "64x128"]

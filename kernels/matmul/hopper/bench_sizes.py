@@ -69,7 +69,9 @@ def compare(v: wgmma.Variant, m: int, n: int, k: int, ceilings: dict[str, float]
         for name, fn in (("ours", ours), ("peer", peer)):
             one[name].append(bench.one_call_between_events(fn, flop))
     single = {name: sorted(found)[1] for name, found in one.items()}
-    tile = tiles.choose(m, n, torch.cuda.get_device_properties(0).multi_processor_count).name
+    chosen = tiles.chosen_step(m, n, a.device.index or 0, wgmma.k_tiles(k, v.a.itemsize))
+    tile = f"{chosen.bm}x{chosen.bn}" + (f", K split {chosen.splits} ways" if chosen.splits > 1
+                                         else "")
     shape = label(m, n, k)
     top = dict(ceiling=ceilings[v.name], ceiling_what=f"wgmma {v.name} ceiling, same run")
     found = [results.Record(LESSON, f"{v.name} auto {shape} {mode} (tile {tile})",

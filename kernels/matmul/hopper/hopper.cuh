@@ -1,8 +1,8 @@
 // The Hopper primitives lesson 07's kernels are built from (kernels/matmul/hopper/wgmma.cu
 // includes this file below its generated header): mbarriers, TMA loads and stores, the wgmma
 // instruction and its shared-memory descriptor, setmaxnreg, the two epilogues, the timeline, the
-// grouped tile order and (section 2b) the cluster operations of step 5. Each is a few lines of
-// inline PTX with the reason it is there.
+// grouped tile order, (section 2b) the cluster operations of step 5 and (section 5b) split-K's
+// partial sums. Each is a few lines of inline PTX with the reason it is there.
 //
 // It is not compiled on its own: it uses what the generated header of wgmma.cu defines (a_t,
 // b_t, out_t, TIMELINE, TIMELINE_BLOCKS, TIMELINE_EVENTS, WAIT_LIMIT_MCYCLES). course_utils.nvrtc
@@ -354,6 +354,96 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[BN / 2], char* s
                       staging + b * 64 * K_TILE);
         }
         tma_store_commit();
+    }
+}
+
+// ---- 5b. split-K: several blocks sum one output tile ------------------------------------------
+// With fewer output tiles than SMs (a decoding step, M = 16: 32 tiles for 132 SMs) most SMs
+// would idle while a few stream all of K. Split-K gives each of a tile's `splits` units a range
+// of K tiles, on different blocks, and the tile is the sum of their accumulators. Serial split-K
+// in the one launch: every unit writes its fp32 partial sums to a workspace in global memory
+// and counts itself in on the tile's counter; the unit that arrives last sums the partials and
+// runs the epilogue. No unit ever waits for another, so no order in which the blocks run can
+// hang, and the last arrival sets the counter back to 0: the next launch finds the workspace
+// ready, without a memset.
+//
+// The workspace of one tile and consumer warpgroup is `splits` partial tiles of 64 x BN floats,
+// laid out [split][j][thread][4]: thread t's registers 4j .. 4j + 3 are one 16-byte access, so
+// a warp's 32 accesses cover 512 consecutive bytes. The partials go to L2 and come back from it
+// (.cg, "cache global"): the reader is on another SM, whose L1 is not kept coherent and could
+// still hold the workspace's lines from an earlier launch.
+template <int BN>
+__device__ __forceinline__ void store_partials(const float (&d)[BN / 2], float* partials,
+                                               int split) {
+    float4* to = reinterpret_cast<float4*>(partials) + split * (BN / 8) * WARPGROUP +
+                 threadIdx.x % WARPGROUP;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float4 p = make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+        __stcg(to + j * WARPGROUP, p);
+    }
+}
+
+// bar.sync that also ORs a predicate over the warpgroup's 128 threads: one barrier both waits
+// for the leader and hands its answer to every thread
+__device__ __forceinline__ bool warpgroup_barrier_or(int id, bool p) {
+    u32 any;
+    asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, 128, p;\n"
+                 " selp.u32 %0, 1, 0, q;\n}" : "=r"(any) : "r"(u32(p)), "r"(id) : "memory");
+    return any;
+}
+
+// Count this warpgroup's partial tile in; true, in all 128 threads, if it was the last of the
+// tile's `splits`. The order is the point: a unit that sees the count complete must see every
+// partial. The barrier puts all 128 threads' partial stores before the leader's count, and the
+// count is an acquire-release atomic at GPU scope: its release half publishes those stores
+// (and whatever else the barrier ordered before it) to the whole GPU before the new count, its
+// acquire half lets the last arrival see the partials the earlier units published; the second
+// barrier passes both the answer and that ordering on to the other threads. (A plain atomicAdd
+// is relaxed: it orders nothing, and a __threadfence() in every thread would do the release's
+// work 128 times, as a costlier sequentially consistent fence.)
+__device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v)
+                 : "memory");
+    return old;
+}
+__device__ __forceinline__ bool arrive_last(int* count, int splits, int barrier_id) {
+    warpgroup_barrier(barrier_id);
+    bool last = false;
+    if (threadIdx.x % WARPGROUP == 0) {
+        last = atomic_add_acq_rel(count, 1) == splits - 1;
+        if (last) *count = 0;  // all splits are in: nobody counts on this tile again this launch
+    }
+    return warpgroup_barrier_or(barrier_id, last);
+}
+
+// The last arrival: d = the sum of every split's partial tile, its own included (it comes back
+// from L2), in split order. The order is the same whichever unit arrives last, so a call's
+// result does not depend on which block happened to finish last (floating-point addition is
+// not associative: own + the others would round differently for each).
+template <int BN>
+__device__ __forceinline__ void sum_partials(float (&d)[BN / 2], const float* partials,
+                                             int splits) {
+    const float4* from = reinterpret_cast<const float4*>(partials) + threadIdx.x % WARPGROUP;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float4 p = __ldcg(from + j * WARPGROUP);
+        d[4 * j] = p.x;
+        d[4 * j + 1] = p.y;
+        d[4 * j + 2] = p.z;
+        d[4 * j + 3] = p.w;
+    }
+    for (int s = 1; s < splits; ++s) {
+        from += (BN / 8) * WARPGROUP;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const float4 p = __ldcg(from + j * WARPGROUP);
+            d[4 * j] += p.x;
+            d[4 * j + 1] += p.y;
+            d[4 * j + 2] += p.z;
+            d[4 * j + 3] += p.w;
+        }
     }
 }
 

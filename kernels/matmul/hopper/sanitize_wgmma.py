@@ -1,6 +1,7 @@
 """The workload ``compute-sanitizer`` checks for lesson 07: every step and every tile shape the
 registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8 (fp8 with row-wise scales where
-the kernel takes them: scaled.py), once.
+the kernel takes them: scaled.py), once; and each kernel that can split K once more with 4
+splits (split-K: partial tiles in a workspace, counted in by an atomic, summed by the last).
 
     compute-sanitizer --tool synccheck python -m kernels.matmul.hopper.sanitize_wgmma
 
@@ -11,6 +12,7 @@ from the float64 reference. ``synccheck`` is the one that matters for mbarriers;
 and ``racecheck`` watch the epilogue and shared memory.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -29,6 +31,7 @@ def main() -> int:
         return 1
     failed = []
     steps = [*wgmma.STEPS.values(), *(c.step for c in tiles.CANDIDATES[1:])]
+    steps += [dataclasses.replace(s, splits=4) for s in steps if s.can_split_k]
     for s in steps:
         for name in ("bf16", "fp8_e4m3"):
             v = wgmma.variant(name)
@@ -45,7 +48,8 @@ def main() -> int:
                 expected *= scales[0].double()[:, None] * scales[1].double()[None, :]
             err = (out.double() - expected).abs().max().item()
             if not err <= 0.03 * max(expected.abs().max().item(), 1):
-                failed.append(f"{s.template} {name} {m}x{n}x{k}: max error {err}")
+                failed.append(f"{s.template} splits={s.splits} {name} {m}x{n}x{k}: max "
+                              f"error {err}")
     torch.cuda.synchronize()
     print("sanitize_wgmma: " + ("; ".join(failed) if failed else
                                 "every step ran and matched the float64 reference"))

@@ -90,13 +90,12 @@ def run(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.
     # block scales, which the op has checked come in pairs: a scale_b neither one value nor [1, N]
     if scale_b.numel() > 1 and tuple(scale_b.shape) != (1, b.shape[1]):
         return run_blocks(a, b, scale_a, scale_b, v)
-    s = tiles.chosen_step(a.shape[0], b.shape[1], a.device.index or 0)
+    s = tiles.chosen_step(a.shape[0], b.shape[1], a.device.index or 0,
+                          wgmma.k_tiles(a.shape[1], v.a.itemsize))  # tile and split of K
     return wgmma.run_checked(a, b, s, v, _scales(scale_a, scale_b))
 
 
-# -- block scales: the prepared launch of one problem (as wgmma.plan does for the steps) ---------
-
-_block_plans: dict[tuple, tuple] = {}
+# -- block scales: the kernel's arguments and its prepared launch -------------------------------
 
 
 def block_arguments(tile: BlockTile, a, b, scale_a, scale_b, out, tma_store: bool) -> tuple:
@@ -116,14 +115,15 @@ def block_launch_shape(tile: BlockTile, m: int, n: int, device: int) -> dict:
             "block": 3 * wgmma.WARPGROUP, "shared_mem": tile.shared_bytes}
 
 
-def _block_launch(tile: BlockTile, v: wgmma.Variant, a, b, scale_a, scale_b, out):
-    """(prepared launch, index of C's descriptor or None): everything but the output packed."""
+def _block_plan(tile: BlockTile, v: wgmma.Variant, a, b, scale_a, scale_b, out) -> wgmma.Plan:
+    """Everything but the output packed once, as wgmma.plan does for the steps."""
     device = a.device.index or 0
     tma_store = tma.check_operand("out", out) is None  # rows 16-byte aligned: TMA stores
     kernel = nvrtc.load(compile_block(tile, v, tma_store), device)
     args = block_arguments(tile, a, b, scale_a, scale_b, out, tma_store)
     prepared = kernel.prepare(*args, **block_launch_shape(tile, *out.shape, device))
-    return prepared, 2 if tma_store else None
+    return wgmma.Plan(prepared, out_index=3, store_box=2 if tma_store else None,
+                      keep=(tile, v), stored_to=out.data_ptr())
 
 
 def run_blocks(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -135,20 +135,9 @@ def run_blocks(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
     tile = tile or choose_block(m, n, wgmma.sm_count(a.device.index or 0))
-    key = (tile, v.name, *(wgmma._tensor_key(t) for t in (a, b, scale_a, scale_b)), a.device,
-           threading.get_ident())
-    if (plan := _block_plans.get(key)) is None:
-        plan = _block_plans[key] = [*_block_launch(tile, v, a, b, scale_a, scale_b, out),
-                                    out.data_ptr()]
-        if len(_block_plans) > wgmma.PLANS:
-            _block_plans.clear()
-            _block_plans[key] = plan
-    prepared, store_box, stored_to = plan
-    prepared.set_address(3, out.data_ptr())
-    if store_box is not None and out.data_ptr() != stored_to:
-        prepared.set_value(store_box, tma.encode(out, 64, "out"))
-        plan[2] = out.data_ptr()
-    prepared()
+    key = (id(tile), id(v), *(wgmma.tensor_key(t) for t in (a, b, scale_a, scale_b)),
+           a.device, threading.get_ident())
+    wgmma.remembered(key, lambda: _block_plan(tile, v, a, b, scale_a, scale_b, out))(out)
     return out
 
 

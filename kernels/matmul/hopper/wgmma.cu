@@ -16,7 +16,8 @@
 //                      instead of storing it themselves. Step 5 launches the same kernel in
 //                      clusters of two blocks (CLUSTER = 2) on vertically adjacent tiles: they
 //                      need the same tile of B, so each loads half of it and TMA multicasts
-//                      that half into both blocks' shared memory.
+//                      that half into both blocks' shared memory. With few output tiles (a
+//                      decoding step), `splits` > 1 also divides K among blocks (split-K).
 //   wgmma_ceiling      the instruction's own ceiling: wgmma on operands already in shared memory
 //
 // Operands are K-major, as in lesson 05: A is [M, K] row-major, B is [K, N] column-major (B^T is
@@ -192,6 +193,16 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
 // (it / STAGES) & 1, so a block's producer loads the next tile while its consumers store.
 // TMA_STORE (step 4): the epilogue stages the tile in shared memory and TMA writes it out while
 // the consumers start the next tile; otherwise each thread stores its registers to C.
+// splits > 1 (split-K, hopper.cuh section 5b; chosen by tiles.py when the output tiles are fewer
+// than the SMs): the blocks walk work units, unit = tile * splits + split, each multiplying one
+// range of K tiles; the last of a tile's splits to finish sums their partial tiles (from
+// `partials`, counted in `arrivals`) and runs the epilogue. splits = 1: one unit per tile, the
+// whole K, no workspace (partials and arrivals are null). Only 128-column tiles without a
+// cluster split K (SPLIT_K): summing the partials needs registers beside the accumulators, and
+// a 256-column consumer already holds 128 of them (in step 4, of the 168 registers per thread
+// the compiler allots a 384-thread block); built into step 4, split-K spilled registers to
+// local memory. So every 256-column kernel, step 4's included, compiles exactly as before, and
+// tiles.py splits 128-column tiles only: the ones decoding shapes get anyway.
 // scale_a / scale_b (fp8 with scales, scaled.py): multiply the accumulators before the store;
 // null pointers (every other call) mean unit scales.
 // CLUSTER = 2 (step 5): blocks 2i and 2i + 1 form a cluster and always take the two tiles of one
@@ -207,11 +218,13 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                   const __grid_constant__ CUtensorMap tma_b,
                   const __grid_constant__ CUtensorMap tma_c, out_t* __restrict__ c, int M, int N,
                   int K, const float* __restrict__ scale_a, const float* __restrict__ scale_b,
-                  int scale_a_step, int scale_b_step, u64* timeline) {
+                  int scale_a_step, int scale_b_step, int splits, float* __restrict__ partials,
+                  int* __restrict__ arrivals, u64* timeline) {
     static_assert(BM == 64 * CONSUMERS && (BN == 128 || BN == 256) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(CLUSTER == 1 || CLUSTER == 2, "blocks per cluster");
     constexpr int SLOT = (BM + BN) * K_TILE;
+    constexpr bool SPLIT_K = BN == 128 && CLUSTER == 1;  // wgmma.py refuses splits > 1 otherwise
     // 65536 registers per SM: 128 x 40 + 256 x 232 = 64512 with two consumers
     constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
     extern __shared__ char raw[];
@@ -225,9 +238,15 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
     const int tiles = tiles_m * tiles_n;
     const int k_tiles = (K * int(sizeof(a_t)) + K_TILE - 1) / K_TILE;
     if (k_tiles == 0) return;  // C = 0: wgmma.py fills it without a launch
+    // K tiles per split; then only the splits that get any count (9 K tiles in 8 splits: 2
+    // each, so 5 splits), so that every unit has K tiles and every tile's count completes
+    if constexpr (!SPLIT_K) splits = 1;
+    const int per_split = (k_tiles + splits - 1) / splits;
+    if constexpr (SPLIT_K) splits = (k_tiles + per_split - 1) / per_split;
+    const int units = tiles * splits;
     const int role = threadIdx.x / WARPGROUP;  // 0: producer, 1..CONSUMERS: consumers
     const int rank = CLUSTER > 1 ? cluster_rank() : 0;  // this block's place in its cluster
-    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // in cluster tiles
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // in units
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
@@ -242,11 +261,13 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
         registers_shrink<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;  // one thread issues every copy
         int it = 0;
-        for (int tile = first; tile < tiles; tile += step) {
+        for (int unit = first; unit < units; unit += step) {
+            const int tile = unit / splits, k_begin = unit % splits * per_split;
+            const int k_end = min(k_begin + per_split, k_tiles);
             int tm, tn;
             tile_origin<GROUP_M>(tile, tiles_m, tiles_n, tm, tn);
             tm = tm * CLUSTER + rank;  // this block's tile of the cluster's column
-            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            for (int kt = k_begin; kt < k_end; ++kt, ++it) {
                 const int s = it % STAGES;
                 const u64 t0 = now();
                 mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
@@ -281,34 +302,45 @@ wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
         };
         float d[BN / 2];
         int it = 0;
-        for (int tile = first; tile < tiles; tile += step) {
+        for (int unit = first; unit < units; unit += step) {
+            const int tile = unit / splits, split = unit % splits;
+            const int k_begin = split * per_split, k_end = min(k_begin + per_split, k_tiles);
             int tm, tn;
             tile_origin<GROUP_M>(tile, tiles_m, tiles_n, tm, tn);
             tm = tm * CLUSTER + rank;
             u64 busy_since = 0;  // (timeline) when the tensor cores started on the last K tile
-            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            for (int kt = k_begin; kt < k_end; ++kt, ++it) {
                 const int s = it % STAGES;
                 const u64 t0 = now();
                 mbar_wait(&full[s], (it / STAGES) & 1);
                 const u64 ready = now();
                 const char* slot = ring + s * SLOT;
                 wgmma_fence();
-                wgmma_k_tile<BN>(d, slot + consumer * 64 * K_TILE, slot + BM * K_TILE, kt == 0);
+                const bool first_k = kt == k_begin;
+                wgmma_k_tile<BN>(d, slot + consumer * 64 * K_TILE, slot + BM * K_TILE, first_k);
                 wgmma_commit();
                 wgmma_wait<1>();  // tile kt - 1's group is done: its slot can be refilled
-                if (kt > 0) release(it - 1);
+                if (!first_k) release(it - 1);
                 if (leader) {
                     const u64 released = now();
                     tl.record(role, WAIT_DATA, s, kt, t0, ready);
-                    if (kt > 0) tl.record(role, COMPUTE, (it - 1) % STAGES, kt - 1, busy_since, released);
-                    busy_since = ready > released || kt == 0 ? ready : released;
+                    if (!first_k) tl.record(role, COMPUTE, (it - 1) % STAGES, kt - 1, busy_since, released);
+                    busy_since = ready > released || first_k ? ready : released;
                 }
             }
             wgmma_wait<0>();
             release(it - 1);
             fence_registers(d);
             const u64 t0 = now();
-            if (leader) tl.record(role, COMPUTE, (it - 1) % STAGES, k_tiles - 1, busy_since, t0);
+            if (leader) tl.record(role, COMPUTE, (it - 1) % STAGES, k_end - 1, busy_since, t0);
+            if (SPLIT_K && splits > 1) {  // split-K: the last split of the tile stores it
+                // this tile's consumer owns `splits` partial tiles and one counter
+                const int owner = tile * CONSUMERS + consumer;
+                float* own_partials = partials + i64(owner) * splits * 64 * BN;
+                store_partials<BN>(d, own_partials, split);
+                if (!arrive_last(&arrivals[owner], splits, 1 + consumer)) continue;
+                sum_partials<BN>(d, own_partials, splits);
+            }
             if (scale_a != nullptr) {  // fp8 with scales (scaled.py); null: unit scales
                 scale_tile<BN>(d, scale_a, scale_a_step, scale_b, scale_b_step, M, N,
                                tm * BM + consumer * 64, tn * BN);

@@ -12,6 +12,10 @@ return bf16, as ``torch._scaled_mm(..., out_dtype=torch.bfloat16)`` does with un
 
 Each (step, variant) is registered as ``("matmul", "wgmma", "step<N>_<variant>")``;
 ``supports()`` says in plain words what it cannot run (not a Hopper GPU, layout, alignment, K).
+
+Split-K (a step's ``splits`` > 1, chosen by tiles.py when the output tiles are fewer than the
+SMs): ``wgmma_specialized`` divides K among blocks in the one launch and sums their fp32 partial
+tiles through a workspace (:func:`workspace`), which a prepared launch keeps and reuses.
 """
 
 from __future__ import annotations
@@ -97,6 +101,24 @@ class Step:
     persistent: bool = False  # one block per SM looping over tiles, instead of one per tile
     tma_store: bool = False  # the epilogue stages C in shared memory and TMA writes it
     cluster: int = 1  # blocks per cluster, sharing B's tile by TMA multicast (stacked along M)
+    # split-K: blocks per output tile, each on its share of K (a runtime argument of
+    # wgmma_specialized, not in its template: one compiled kernel for every split count)
+    splits: int = 1
+
+    def __post_init__(self):
+        if self.splits < 1:
+            raise ValueError(f"splits expected >= 1, got {self.splits}")
+        if self.splits > 1 and not self.can_split_k:
+            raise ValueError(
+                f"step {self.number} ({self.kernel}, {self.bm}x{self.bn} tiles, cluster "
+                f"{self.cluster}) cannot split K, got splits={self.splits}: only "
+                "wgmma_specialized on 128-column tiles without a cluster splits K (SPLIT_K in "
+                "wgmma.cu: a 256-column consumer has no registers left for the partial sums)")
+
+    @property
+    def can_split_k(self) -> bool:
+        """Whether this step's kernel takes splits > 1 (SPLIT_K in wgmma.cu)."""
+        return self.specialized and self.bn == 128 and self.cluster == 1
 
     @property
     def name(self) -> str:
@@ -133,10 +155,11 @@ class Step:
         return self.bn // self.cluster
 
     def grid(self, m: int, n: int, sms: int) -> int:
-        """Blocks to launch: one per tile, or (persistent) at most one per SM; with a cluster,
-        a multiple of its size, one cluster per ``cluster`` tiles stacked along M."""
-        tiles = -(-m // (self.bm * self.cluster)) * -(-n // self.bn)  # in cluster tiles
-        return (min(tiles, sms // self.cluster) if self.persistent else tiles) * self.cluster
+        """Blocks to launch: one per work unit (a tile, or with split-K a tile's share of K),
+        or (persistent) at most one per SM; with a cluster, a multiple of its size, one cluster
+        per ``cluster`` tiles stacked along M."""
+        units = -(-m // (self.bm * self.cluster)) * -(-n // self.bn) * self.splits
+        return (min(units, sms // self.cluster) if self.persistent else units) * self.cluster
 
 
 STEPS: dict[int, Step] = {s.number: s for s in (
@@ -158,6 +181,32 @@ BEST = STEPS[4]  # what the tile candidates, fp8 with scales and the timeline st
 
 def step(number: int | Step) -> Step:
     return number if isinstance(number, Step) else one_of("step", number, STEPS)
+
+
+def k_tiles(k: int, element_bytes: int) -> int:
+    """K tiles of 128 bytes in a row of K elements (TMA fills a last, partial one with zeros)."""
+    return -(-k * element_bytes // K_TILE)
+
+
+def split_k(k_tile_count: int, splits: int) -> tuple[int, int]:
+    """(K tiles per split, splits that get any), as ``wgmma_specialized`` divides K: each
+    split takes ceil(k / splits) K tiles, so the last ones may get none (9 K tiles in 8
+    splits: 2 each, 5 splits) and the kernel runs only the splits that get K tiles."""
+    per = -(-k_tile_count // splits)
+    return per, -(-k_tile_count // per) if per else 0
+
+
+def workspace(s: Step, m: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Split-K's workspace for an M x N output (None without a split): for each output tile,
+    ``splits`` fp32 partial tiles of bm x bn (each consumer's 64 x bn rows, split after split),
+    and one arrival counter per tile and consumer warpgroup, zero. A launch leaves the counters
+    at zero again, so the next launch on the same stream reuses the workspace as it is."""
+    if s.splits == 1:
+        return None
+    tiles = -(-m // s.bm) * -(-n // s.bn)
+    partials = torch.empty(tiles * s.splits * s.bm * s.bn, dtype=torch.float32, device=device)
+    arrivals = torch.zeros(tiles * s.consumers, dtype=torch.int32, device=device)
+    return partials, arrivals
 
 
 # A barrier wait gives up (traps) after this many million cycles, ~2 s at the H100's clock: a
@@ -273,7 +322,8 @@ def _loaded(s: Step, v: Variant, device: int, timeline: bool) -> nvrtc.Kernel:
 
 
 _NULL = ctypes.c_void_p(0)
-# the output's place among the arguments: (descriptors..., out, M, N, K[, scales], timeline)
+# the output's place among the arguments:
+# (descriptors..., out, M, N, K[, scales, splits, workspace], timeline)
 OUT_INDEX = {"wgmma_basic": 2, "wgmma_pipelined": 2, "wgmma_specialized": 3}
 
 
@@ -291,10 +341,18 @@ def _scale_arguments(s: Step, scales: tuple[torch.Tensor, torch.Tensor] | None) 
     return (scale_a, scale_b, int(scale_a.numel() > 1), int(scale_b.numel() > 1))
 
 
+def _split_arguments(s: Step, split_workspace) -> tuple:
+    """wgmma_specialized's splits, partials and arrivals: K whole is (1, null, null)."""
+    if not s.specialized:
+        return ()
+    return (1, _NULL, _NULL) if s.splits == 1 else (s.splits, *split_workspace)
+
+
 def _arguments(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor,
-               timeline: torch.Tensor | None, scales=None):
+               timeline: torch.Tensor | None, scales=None, split_workspace=None):
     """(kernel, arguments, launch shape, the step as launched) of one problem; the output is
-    argument ``OUT_INDEX[kernel]``, its TMA descriptor (with a TMA store) the one before."""
+    argument ``OUT_INDEX[kernel]``, its TMA descriptor (with a TMA store) the one before.
+    ``split_workspace``: :func:`workspace` for a step with splits > 1."""
     m, n = out.shape
     device = a.device.index or 0
     if s.tma_store and tma.check_operand("out", out):
@@ -304,7 +362,7 @@ def _arguments(s: Step, v: Variant, a: torch.Tensor, bt: torch.Tensor, out: torc
     if s.specialized:  # (step 3 takes C's descriptor too, and does not use it)
         tmaps.append(tma.encode(out, 64, "out") if s.tma_store else tmaps[1])
     args = (*tmaps, out, m, n, a.shape[1], *_scale_arguments(s, scales),
-            _NULL if timeline is None else timeline)
+            *_split_arguments(s, split_workspace), _NULL if timeline is None else timeline)
     shape = {"grid": s.grid(m, n, sm_count(device)), "block": s.threads,
              "shared_mem": s.shared_bytes}
     return kernel, args, shape, s
@@ -314,8 +372,13 @@ def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
            out: torch.Tensor, timeline: torch.Tensor | None = None, scales=None) -> None:
     """Launch on already-checked operands: ``a`` [M, K], ``bt`` = ``b.t()`` [N, K], ``out``
     [M, N] (K > 0). ``timeline``: a zeroed int64 buffer for a TIMELINE build (timeline.py).
-    ``scales``: (scale_a, scale_b), float32, checked by scaled.py; None: unit scales."""
-    kernel, args, shape, _ = _arguments(step(s), variant(v), a, bt, out, timeline, scales)
+    ``scales``: (scale_a, scale_b), float32, checked by scaled.py; None: unit scales.
+    A step with splits > 1 gets a fresh workspace: the caching allocator hands its memory to
+    later work on this stream only, after the kernel."""
+    s = step(s)
+    split_workspace = workspace(s, out.shape[0], out.shape[1], out.device)
+    kernel, args, shape, _ = _arguments(s, variant(v), a, bt, out, timeline, scales,
+                                        split_workspace)
     kernel(*args, **shape)
 
 
@@ -328,11 +391,15 @@ def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
 # (and, with a TMA store, its descriptor, itself remembered by address) into the packed
 # arguments and launches: a dictionary lookup and one cuLaunchKernel, as torch.mm's own path.
 # The key holds the addresses because a descriptor does; one plan per thread, because a
-# prepared launch's arguments are shared.
+# prepared launch's arguments are shared. A split-K plan also holds its workspace, allocated
+# once: each launch leaves the arrival counters at zero for the next, so calls on one stream
+# (a loop's) reuse it as it is; two streams must not run one plan at the same time.
 
 
 @dataclass
-class _Plan:
+class Plan:
+    """A launch prepared for one problem: ``plan(out)`` writes the product into ``out``."""
+
     prepared: nvrtc.Prepared
     out_index: int  # the output's address among the arguments
     store_box: int | None  # the output's TMA descriptor: its index, or None (plain stores)
@@ -340,6 +407,7 @@ class _Plan:
     # tensor allocated later at the same address, shape and strides gets the same descriptors
     keep: tuple
     stored_to: int = 0  # the output address the packed descriptor describes
+    split_workspace: tuple | None = None  # split-K's partials and counters (wgmma.workspace)
 
     def __call__(self, out: torch.Tensor) -> None:
         address = out.data_ptr()
@@ -351,32 +419,45 @@ class _Plan:
         self.prepared()
 
 
-_plans: dict[tuple, _Plan] = {}
+_plans: dict[tuple, Plan] = {}
 PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
 
 
-def _tensor_key(t: torch.Tensor) -> tuple:
+def tensor_key(t: torch.Tensor) -> tuple:
+    """What a plan's key holds of an operand: its address, shape and strides."""
     return t.data_ptr(), t.shape, t.stride()
 
 
+def remembered(key: tuple, make) -> Plan:
+    """The plan under ``key`` (which names the thread), made by ``make()`` the first time;
+    at most :data:`PLANS` are kept (the lot is dropped when full: a loop needs one)."""
+    if (found := _plans.get(key)) is None:
+        found = make()
+        if len(_plans) >= PLANS:
+            _plans.clear()
+        _plans[key] = found
+    return found
+
+
 def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-         scales=None) -> _Plan:
+         scales=None) -> Plan:
     """The prepared launch of step ``s`` for checked operands ``a`` [M, K], ``b`` [K, N]
     (column-major) and an output like ``out``: ``plan(out)`` writes ``a @ b`` into ``out`` with
     one ``cuLaunchKernel``. Made on the first call per problem and thread, then looked up.
     ``scales``: (scale_a, scale_b) of an fp8 problem with scales (scaled.py), or None."""
-    key = (id(s), id(v), *_tensor_key(a), *_tensor_key(b), a.device, threading.get_ident(),
-           *(() if scales is None else (*_tensor_key(scales[0]), *_tensor_key(scales[1]))))
-    if (plan := _plans.get(key)) is None:
-        kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None, scales)
+    key = (id(s), id(v), *tensor_key(a), *tensor_key(b), a.device, threading.get_ident(),
+           *(() if scales is None else (*tensor_key(scales[0]), *tensor_key(scales[1]))))
+
+    def make() -> Plan:
+        split_workspace = workspace(s, out.shape[0], out.shape[1], out.device)
+        kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None, scales,
+                                                   split_workspace)
         out_index = OUT_INDEX[launched.kernel]
         store_box = out_index - 1 if launched.specialized and launched.tma_store else None
-        plan = _Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
-                     out.data_ptr() if store_box is not None else 0)
-        if len(_plans) >= PLANS:
-            _plans.clear()
-        _plans[key] = plan
-    return plan
+        return Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
+                    out.data_ptr() if store_box is not None else 0, split_workspace)
+
+    return remembered(key, make)
 
 
 def run_checked(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant,
@@ -416,7 +497,7 @@ def register_all() -> list:
                  "consumers": s.consumers, "kernel": s.template,
                  "instruction": v.ptx.replace("nN", f"n{s.bn}")}))
         idea = ("step 4's kernel, its tile shape chosen per problem by the wave-quantisation "
-                "rule of tiles.py")
+                "rule of tiles.py, and K split across blocks when the tiles leave SMs idle")
         registered.append(_register(
             f"auto_{v.name}", functools.partial(tiles.run, v=v), v, idea,
             {"step": BEST.number, "idea": idea, "tile": "chosen per problem",
