@@ -1,7 +1,8 @@
 """The workload ``compute-sanitizer`` checks for lesson 07: every step and every tile shape the
 registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8 (fp8 with row-wise scales where
-the kernel takes them: scaled.py), once; and each kernel that can split K once more with 4
-splits (split-K: partial tiles in a workspace, counted in by an atomic, summed by the last).
+the kernel takes them: scaled.py), once; each kernel that can split K once more with 4
+splits (split-K: partial tiles in a workspace, counted in by an atomic, summed by the last);
+and the block-scaled fp8 kernel (block_scaled.cu) in both tiles, with TMA stores and without.
 
     compute-sanitizer --tool synccheck python -m kernels.matmul.hopper.sanitize_wgmma
 
@@ -19,7 +20,7 @@ import sys
 import torch
 
 from course_utils import sanitizer
-from kernels.matmul.hopper import tiles, wgmma
+from kernels.matmul.hopper import scaled, tiles, wgmma
 
 
 def main() -> int:
@@ -50,10 +51,30 @@ def main() -> int:
             if not err <= 0.03 * max(expected.abs().max().item(), 1):
                 failed.append(f"{s.template} splits={s.splits} {name} {m}x{n}x{k}: max "
                               f"error {err}")
+    failed += _block_scaled()
     torch.cuda.synchronize()
     print("sanitize_wgmma: " + ("; ".join(failed) if failed else
                                 "every step ran and matched the float64 reference"))
     return 1 if failed else 0
+
+
+def _block_scaled() -> list[str]:
+    """Block-scaled fp8 in each tile: N = 264 rows are 16-byte aligned (TMA stores), N = 300
+    are not (plain stores); K = 1280 is 10 K tiles, 10 scale blocks."""
+    from kernels.scaled_matmul import quantize_operands, scaled_matmul_eager
+
+    failed = []
+    v = wgmma.variant("fp8_e4m3")
+    for tile in scaled.BLOCK_TILES:
+        for m, n, k in ((200, 264, 1280), (200, 300, 1280)):
+            args = quantize_operands(torch.randn(m, k, device="cuda"),
+                                     torch.randn(n, k, device="cuda"), v.a, "block")
+            out = scaled.run_blocks(*args, v, tile).double()
+            expected = scaled_matmul_eager(*args).double()
+            err = (out - expected).abs().max().item()
+            if not err <= 0.03 * max(expected.abs().max().item(), 1):
+                failed.append(f"block-scaled {tile.name} {m}x{n}x{k}: max error {err}")
+    return failed
 
 
 if __name__ == "__main__":
