@@ -145,8 +145,29 @@ def driver_library() -> ctypes.CDLL:
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(p), p, ctypes.c_char_p]
     lib.cuFuncSetAttribute.argtypes = [p, i, i]
     lib.cuLaunchKernel.argtypes = [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), p]
+    lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(LaunchConfig), p, ctypes.POINTER(p), p]
     lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(p)]
     return lib
+
+
+# cuLaunchKernelEx's arguments (cuda.h): a launch shape with a list of attributes. The course
+# uses one attribute, the cluster dimension: blocks that run together on one GPC and share
+# their shared memory (lesson 07's step 5). Declaring it at launch, not with __cluster_dims__ in
+# the kernel, keeps kernels that are not launched in clusters on the plain, quicker launch path.
+LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class LaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("value", ctypes.c_uint * 16)]  # a 64-byte union; clusterDim is x, y, z
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
 def check_driver(result: int, what: str) -> None:

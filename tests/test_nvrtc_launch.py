@@ -114,6 +114,16 @@ class _Driver:
                               _read(pointers, 2, ctypes.c_int64)))
         return 0
 
+    def cuLaunchKernelEx(self, config, func, pointers, extra):  # a cluster launch
+        c = config._obj
+        attribute = c.attrs[0]
+        assert c.numAttrs == 1 and attribute.id == 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        self.launches.append(((c.gridDimX, c.gridDimY, c.gridDimZ),
+                              (c.blockDimX, c.blockDimY, c.blockDimZ), c.sharedMemBytes,
+                              c.hStream, _read(pointers, 2, ctypes.c_int64),
+                              tuple(attribute.value[:3])))
+        return 0
+
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
@@ -124,6 +134,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(launch, "_load_function", lambda compiled, device: (None, "func"))
     monkeypatch.setattr(launch, "_raw_stream", lambda device: 1234)
     monkeypatch.setattr(launch.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch, "_current_device", lambda: 0)
     monkeypatch.setattr(launch, "parameters", lambda c: parsed.append(c) or real_parameters(c))
     compiled = types.SimpleNamespace(program=SOURCE, name="k", aliases=(), lowered_name="k")
     kernel = launch.Kernel(compiled, 0)
@@ -149,6 +160,22 @@ def test_a_loaded_kernel_parses_its_parameters_once_and_launches_many_times(fake
     assert [n for *_, n in driver.launches] == list(range(101))
     assert driver.launches[5][:4] == ((6, 2, 1), (128, 1, 1), 0, 1234)
     assert driver.launches[-1][:4] == ((7, 1, 1), (32, 4, 1), 1024, 1234)
+
+
+def test_a_cluster_launch_declares_its_cluster_at_launch(fake_gpu):
+    # lesson 07's step 5: blocks in pairs, through cuLaunchKernelEx's cluster attribute; every
+    # other launch stays on plain cuLaunchKernel
+    kernel, driver, _ = fake_gpu
+    x, desc = torch.ones(4), Desc()
+    kernel(x, x, 7, 1.0, desc, grid=132, block=384, cluster=2)
+    prepared = kernel.prepare(x, x, 8, 1.0, desc, grid=4, block=128, cluster=2)
+    prepared()
+    kernel(x, x, 9, 1.0, desc, grid=3, block=32)
+    assert driver.launches[0][:4] == ((132, 1, 1), (384, 1, 1), 0, 1234)
+    assert [launch[4] for launch in driver.launches] == [7, 8, 9]
+    assert [launch[5:] for launch in driver.launches] == [((2, 1, 1),), ((2, 1, 1),), ()]
+    with pytest.raises(ValueError, match="cluster expected a block count >= 1 that divides"):
+        kernel(x, x, 1, 1.0, desc, grid=3, block=32, cluster=2)
 
 
 def test_bad_launch_shapes_are_value_errors_naming_what(fake_gpu):

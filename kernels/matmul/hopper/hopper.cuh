@@ -113,7 +113,8 @@ __device__ __forceinline__ void warpgroup_barrier(int id) {
 }
 
 // ---- 2b. clusters (step 5): blocks that reach into each other's shared memory ----------------
-// A kernel declared __cluster_dims__(2, 1, 1) runs its blocks in pairs (blocks 2i and 2i + 1)
+// A kernel launched with a cluster dimension of 2 (cuLaunchKernelEx's launch attribute, which
+// course_utils.nvrtc sets for cluster=2) runs its blocks in pairs (blocks 2i and 2i + 1)
 // on two SMs of one GPC, which can read, write and signal each other's shared memory. A
 // multicast TMA load reads a box from global memory (and L2) once and writes it into the
 // shared memory of every block in `mask`, at the same offset, completing on the barrier at the

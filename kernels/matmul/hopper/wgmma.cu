@@ -213,7 +213,7 @@ wgmma_pipelined(const __grid_constant__ CUtensorMap tma_a,
 // arrives on empty[s] in each block of the cluster.
 // =================================================================================================
 template <int BM, int BN, int STAGES, int CONSUMERS, int GROUP_M, bool TMA_STORE, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
+__global__ void __launch_bounds__(WARPGROUP * (CONSUMERS + 1), 1)
 wgmma_specialized(const __grid_constant__ CUtensorMap tma_a,
                   const __grid_constant__ CUtensorMap tma_b,
                   const __grid_constant__ CUtensorMap tma_c, out_t* __restrict__ c, int M, int N,
