@@ -96,11 +96,16 @@ def test_threads_pack_into_their_own_buffers():
     packer, x = ArgPacker("k", _params(), CPU), torch.ones(4)
     mine = packer.pack((x, x, 1, 1.0))
     theirs = []
-    thread = threading.Thread(target=lambda: theirs.append(packer.pack((x, x, 2, 2.0))))
+
+    def pack_there():  # read while the thread lives: its buffers go when it ends
+        packed = packer.pack((x, x, 2, 2.0))
+        theirs.append((ctypes.addressof(packed), _read(packed, 2, ctypes.c_int64)))
+
+    thread = threading.Thread(target=pack_there)
     thread.start()
     thread.join()
-    assert ctypes.addressof(mine) != ctypes.addressof(theirs[0])
-    assert _read(mine, 2, ctypes.c_int64) == 1 and _read(theirs[0], 2, ctypes.c_int64) == 2
+    assert ctypes.addressof(mine) != theirs[0][0]
+    assert _read(mine, 2, ctypes.c_int64) == 1 and theirs[0][1] == 2
 
 
 class _Driver:
