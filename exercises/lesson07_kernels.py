@@ -137,15 +137,23 @@ def check_parity(code, report) -> None:
                 f"with its parity argument; {RING_KERNEL} compiles for sm_90a "
                 f"({sass.count('SYNCS')} SYNCS, {sass.count('HGMMA')} HGMMA, "
                 f"{sass.resources.registers} registers, no local memory)")
-    reason = _hopper_reason()
-    if reason:
-        raise kernel_checks.cpu_verdict("07.parity", report, [verified],
-                                        f"the values it computes: {reason}")
-    report.line(verified)
-    result = kernel_checks.run_child("07.parity", program, timeout=180)
-    kernel_checks.expect_child_ok(result, "a wait that returns before the tile has landed "
-                                          "reads the previous tile: check the parity")
+    result = _run_on_hopper("07.parity", program, report, verified,
+                            "a wait that returns before the tile has landed reads the previous "
+                            "tile: check the parity")
     report.line(f"on this GPU: matches float64 at {', '.join(result['cases'])} (bf16)")
+
+
+def _run_on_hopper(id: str, program: str, report, verified: str, wrong: str) -> dict:
+    """What the compiler and the SASS verified, then the kernel run in a child process on a
+    Hopper GPU (its verdict); without one, the reference solution's recorded GPU result and a
+    CannotCheck saying what was not verified."""
+    if reason := _hopper_reason():
+        raise kernel_checks.cpu_verdict(id, report, [verified],
+                                        f"the values the kernel computes: {reason}")
+    report.line(verified)
+    result = kernel_checks.run_child(id, program, timeout=180)
+    kernel_checks.expect_child_ok(result, wrong)
+    return result
 
 
 def _hopper_reason() -> str | None:
@@ -311,13 +319,9 @@ def check_promote(code, report) -> None:
                 f"(evaluated by NVRTC); {tile.template(True)} compiles for sm_90a "
                 f"({sass.count('QGMMA')} QGMMA, {sass.count('FFMA')} FFMA, "
                 f"{sass.resources.registers} registers, no local memory)")
-    if reason := _hopper_reason():
-        raise kernel_checks.cpu_verdict("07.promote", report, [verified],
-                                        f"the values the kernel computes: {reason}")
-    report.line(verified)
-    result = kernel_checks.run_child("07.promote", program, timeout=180)
-    kernel_checks.expect_child_ok(result, "right on the probe's integers but wrong on the GPU: "
-                                          "check which registers take row_lo and row_hi")
+    result = _run_on_hopper("07.promote", program, report, verified,
+                            "right on the probe's integers but wrong on the GPU: check which "
+                            "registers take row_lo and row_hi")
     report.line(f"on this GPU: matches float64 at {', '.join(result['cases'])} (fp8 e4m3, "
                 "1 x 128 / 128 x 128 scales)")
 
