@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from course_utils.nvrtc import launch
-from course_utils.nvrtc.launch import ArgPacker, Param
+from course_utils.nvrtc.arguments import ArgPacker, Param
 
 CPU = torch.device("cpu")
 SOURCE = """

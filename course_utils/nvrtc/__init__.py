@@ -44,6 +44,7 @@ The package, by responsibility (import from ``course_utils.nvrtc``; the names be
 
 from course_utils.cuda_libs import nvrtc_library_path as library_path
 from course_utils.nvrtc import cache, compiler, launch, source, torch_compat
+from course_utils.nvrtc.arguments import ArgPacker, Param, check_args, parameters
 from course_utils.nvrtc.cache import cache_dir, clear_memory_cache, use_cache_dir
 from course_utils.nvrtc.compiler import (
     CACHE_FORMAT,
@@ -60,18 +61,14 @@ from course_utils.nvrtc.compiler import (
     version_string,
 )
 from course_utils.nvrtc.launch import (
-    ArgPacker,
     Kernel,
     Launcher,
     NoGPUError,
-    Param,
     Prepared,
-    check_args,
     device_capability,
     device_properties,
     kernel,
     load,
-    parameters,
 )
 from course_utils.nvrtc.source import (
     ARCH_LINE,
