@@ -8,6 +8,7 @@
   under the op ``scaled_matmul`` with the other scale forms;
 * :mod:`~kernels.matmul.hopper.wgmma`: variants, steps, compiling, launching, registration;
 * :mod:`~kernels.matmul.hopper.tma`: TMA descriptors encoded by the driver;
+* :mod:`~kernels.matmul.hopper.plans`: a launch prepared once per problem, looked up per call;
 * :mod:`~kernels.matmul.hopper.ceiling`: the instruction ceiling, measured with its spread;
 * :mod:`~kernels.matmul.hopper.timeline`: what the pipeline did, drawn as a Gantt chart;
 * :mod:`~kernels.matmul.hopper.triton_tma`: the Triton peer (TMA descriptors, persistent);

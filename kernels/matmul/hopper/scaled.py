@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
-from kernels.matmul.hopper import tiles, tma, wgmma
+from kernels.matmul.hopper import plans, tiles, tma, wgmma
 
 BLOCK_SOURCE = Path(__file__).with_name("block_scaled.cu")
 
@@ -115,14 +115,14 @@ def block_launch_shape(tile: BlockTile, m: int, n: int, device: int) -> dict:
             "block": 3 * wgmma.WARPGROUP, "shared_mem": tile.shared_bytes}
 
 
-def _block_plan(tile: BlockTile, v: wgmma.Variant, a, b, scale_a, scale_b, out) -> wgmma.Plan:
+def _block_plan(tile: BlockTile, v: wgmma.Variant, a, b, scale_a, scale_b, out) -> plans.Plan:
     """Everything but the output packed once, as wgmma.plan does for the steps."""
     device = a.device.index or 0
     tma_store = tma.check_operand("out", out) is None  # rows 16-byte aligned: TMA stores
     kernel = nvrtc.load(compile_block(tile, v, tma_store), device)
     args = block_arguments(tile, a, b, scale_a, scale_b, out, tma_store)
     prepared = kernel.prepare(*args, **block_launch_shape(tile, *out.shape, device))
-    return wgmma.Plan(prepared, out_index=3, store_box=2 if tma_store else None,
+    return plans.Plan(prepared, out_index=3, store_box=2 if tma_store else None,
                       keep=(tile, v), stored_to=out.data_ptr())
 
 
@@ -135,9 +135,9 @@ def run_blocks(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     if a.shape[1] == 0 or out.numel() == 0:
         return out.zero_()
     tile = tile or choose_block(m, n, wgmma.sm_count(a.device.index or 0))
-    key = (id(tile), id(v), *(wgmma.tensor_key(t) for t in (a, b, scale_a, scale_b)),
+    key = (id(tile), id(v), *(plans.tensor_key(t) for t in (a, b, scale_a, scale_b)),
            a.device, threading.get_ident())
-    wgmma.remembered(key, lambda: _block_plan(tile, v, a, b, scale_a, scale_b, out))(out)
+    plans.remembered(key, lambda: _block_plan(tile, v, a, b, scale_a, scale_b, out))(out)
     return out
 
 

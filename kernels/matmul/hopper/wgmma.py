@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc, sanitizer
-from kernels.matmul.hopper import tma
+from kernels.matmul.hopper import plans, tma
 from kernels.registry import one_of
 
 SOURCE = Path(__file__).with_name("wgmma.cu")  # the kernels, one per step
@@ -384,82 +384,29 @@ def launch(s: int | Step, v: str | Variant, a: torch.Tensor, bt: torch.Tensor,
     kernel(*args, **shape)
 
 
-# -- the registered call: one problem prepared once ---------------------------------------------
-#
-# A registered call in a loop repeats one problem: the same operands (addresses, shapes,
-# strides), a fresh output each time. Everything but the output is prepared on the first call
-# (the loaded kernel, A's and B's TMA descriptors, the launch shape, every argument packed: a
-# :class:`course_utils.nvrtc.Prepared`); a later call allocates the output, puts its address
-# (and, with a TMA store, its descriptor, itself remembered by address) into the packed
-# arguments and launches: a dictionary lookup and one cuLaunchKernel, as torch.mm's own path.
-# The key holds the addresses because a descriptor does; one plan per thread, because a
-# prepared launch's arguments are shared. A split-K plan also holds its workspace, allocated
-# once: each launch leaves the arrival counters at zero for the next, so calls on one stream
-# (a loop's) reuse it as it is; two streams must not run one plan at the same time.
-
-
-@dataclass
-class Plan:
-    """A launch prepared for one problem: ``plan(out)`` writes the product into ``out``."""
-
-    prepared: nvrtc.Prepared
-    out_index: int  # the output's address among the arguments
-    store_box: int | None  # the output's TMA descriptor: its index, or None (plain stores)
-    # the step and variant, kept alive: the key holds their ids. The operands are not kept: a
-    # tensor allocated later at the same address, shape and strides gets the same descriptors
-    keep: tuple
-    stored_to: int = 0  # the output address the packed descriptor describes
-    split_workspace: tuple | None = None  # split-K's partials and counters (wgmma.workspace)
-
-    def __call__(self, out: torch.Tensor) -> None:
-        address = out.data_ptr()
-        self.prepared.set_address(self.out_index, address)
-        # the allocator mostly hands back the last output's block: then its descriptor stands
-        if self.store_box is not None and address != self.stored_to:
-            self.prepared.set_value(self.store_box, tma.encode(out, 64, "out"))
-            self.stored_to = address
-        self.prepared()
-
-
-_plans: dict[tuple, Plan] = {}
-PLANS = 64  # problems remembered (descriptors and packed arguments are a few hundred bytes)
-
-
-def tensor_key(t: torch.Tensor) -> tuple:
-    """What a plan's key holds of an operand: its address, shape and strides."""
-    return t.data_ptr(), t.shape, t.stride()
-
-
-def remembered(key: tuple, make) -> Plan:
-    """The plan under ``key`` (which names the thread), made by ``make()`` the first time;
-    at most :data:`PLANS` are kept (the lot is dropped when full: a loop needs one)."""
-    if (found := _plans.get(key)) is None:
-        found = make()
-        if len(_plans) >= PLANS:
-            _plans.clear()
-        _plans[key] = found
-    return found
+# -- the registered call: one problem prepared once (plans.py says how) --------------------------
 
 
 def plan(s: Step, v: Variant, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-         scales=None) -> Plan:
+         scales=None) -> plans.Plan:
     """The prepared launch of step ``s`` for checked operands ``a`` [M, K], ``b`` [K, N]
     (column-major) and an output like ``out``: ``plan(out)`` writes ``a @ b`` into ``out`` with
     one ``cuLaunchKernel``. Made on the first call per problem and thread, then looked up.
     ``scales``: (scale_a, scale_b) of an fp8 problem with scales (scaled.py), or None."""
-    key = (id(s), id(v), *tensor_key(a), *tensor_key(b), a.device, threading.get_ident(),
-           *(() if scales is None else (*tensor_key(scales[0]), *tensor_key(scales[1]))))
+    key = (id(s), id(v), *plans.tensor_key(a), *plans.tensor_key(b), a.device,
+           threading.get_ident(), *(() if scales is None else (*plans.tensor_key(scales[0]),
+                                                               *plans.tensor_key(scales[1]))))
 
-    def make() -> Plan:
+    def make() -> plans.Plan:
         split_workspace = workspace(s, out.shape[0], out.shape[1], out.device)
         kernel, args, shape, launched = _arguments(s, v, a, b.t(), out, None, scales,
                                                    split_workspace)
         out_index = OUT_INDEX[launched.kernel]
         store_box = out_index - 1 if launched.specialized and launched.tma_store else None
-        return Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
-                    out.data_ptr() if store_box is not None else 0, split_workspace)
+        return plans.Plan(kernel.prepare(*args, **shape), out_index, store_box, (s, v),
+                          out.data_ptr() if store_box is not None else 0, split_workspace)
 
-    return remembered(key, make)
+    return plans.remembered(key, make)
 
 
 def run_checked(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant,
