@@ -17,6 +17,7 @@ from kernels.attention import (
     bench,
     naive,
     online_softmax,
+    sdpa,
     triton_fwd,
 )
 from kernels.registry import OPS
@@ -99,6 +100,28 @@ def test_reasons_in_plain_words():
         assert "flash backend refuses" in flash.supports(c, long, long, True)
     else:
         assert "no CUDA GPU" in flash.supports(odd, odd, odd)
+
+
+def test_sdpa_backends_refuse_what_pytorch_refuses_in_words():
+    # sdpa.reason reads shapes, strides and dtypes only, so a CPU checks what the GPU would get
+    def qkv(sq, sk, d=64, dtype=torch.float16):
+        return (torch.randn(1, 2, sq, d).to(dtype), *(torch.randn(1, 2, sk, d).to(dtype)
+                                                      for _ in range(2)))
+
+    one_key = sdpa.reason("cudnn", *qkv(7, 1))
+    assert "one key (Sk = 1): the cuDNN backend refuses it" in one_key
+    assert "PyTorch 2.11" in one_key and "got Sq = 7, Sk = 1" in one_key
+    assert "got Sq = 1, Sk = 1" in sdpa.reason("cudnn", *qkv(1, 1))
+    assert sdpa.reason("cudnn", *qkv(1, 50)) is None  # one query and many keys: it runs
+    assert sdpa.reason("flash", *qkv(1, 1)) is None
+    for backend in sdpa.BACKENDS:
+        assert "refuses Sq = 0 or Sk = 0" in sdpa.reason(backend, *qkv(0, 5))
+        assert "got Sq = 5, Sk = 0" in sdpa.reason(backend, *qkv(5, 0))
+        q, k, v = qkv(8, 8, d=128)
+        assert "head dim must be contiguous" in sdpa.reason(backend, q[..., ::2], k[..., ::2],
+                                                            v[..., ::2])
+    assert "multiples of 8 in float16; got D = 20" in sdpa.reason("efficient", *qkv(8, 8, 20))
+    assert sdpa.reason("efficient", *qkv(8, 8, 20, torch.float32)) is None
 
 
 def test_the_providers_called_directly_refuse_in_words():

@@ -33,16 +33,31 @@ def attention(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
            causal: bool = False) -> str | None:
-    """The limits the backends document, in words (PyTorch would otherwise raise or warn)."""
-    d = q.shape[-1]
+    """The limits the backends document, in words (PyTorch would otherwise raise or warn).
+
+    With one backend pinned, a problem it refuses raises ``RuntimeError: No available kernel``
+    (PyTorch's ``sdp_utils.cpp`` lists the checks; the ones a course problem can hit are here).
+    """
+    sq, sk, d = q.shape[2], k.shape[2], q.shape[-1]
+    if sq == 0 or sk == 0:
+        return (f"empty sequences: every fused SDPA backend refuses Sq = 0 or Sk = 0 "
+                f"('No available kernel'); got Sq = {sq}, Sk = {sk}")
     if backend in ("flash", "cudnn") and (d % 8 or d > (256 if backend == "flash" else 128)):
         top = 256 if backend == "flash" else 128
         return f"head dims that are multiples of 8 up to {top}; got D = {d}"
-    if causal and q.shape[2] != k.shape[2] and backend == "flash":
+    align = 4 if q.dtype == torch.float32 else 8  # the efficient backend's GEMMs (sm_80+)
+    if backend == "efficient" and d % align:
+        return (f"head dims that are multiples of {align} in "
+                f"{str(q.dtype).removeprefix('torch.')}; got D = {d}")
+    if causal and sq != sk and backend == "flash":
         return ("is_causal with Sq != Sk: the flash backend refuses it (PyTorch 2.11: "
-                f"'No available kernel'); got Sq = {q.shape[2]}, Sk = {k.shape[2]}")
-    if backend == "cudnn" and (q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1):
-        return "the head dim must be contiguous"
+                f"'No available kernel'); got Sq = {sq}, Sk = {sk}")
+    if backend == "cudnn" and sk == 1:
+        # seen with Sk = 1 and with Sq = Sk = 1 on an H200; refused whatever Sq is, to be safe
+        return ("one key (Sk = 1): the cuDNN backend refuses it (PyTorch 2.11: 'No available "
+                f"kernel'); got Sq = {sq}, Sk = {sk}")
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        return "the head dim must be contiguous (stride 1)"
     return None
 
 
