@@ -197,3 +197,47 @@ def test_importing_profiling_leaves_inductor_unimported_but_its_kernels_profiled
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=child, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def _unreadable_stacks(monkeypatch, failures: int | None):
+    """Make torch's reading of profiler events raise UnicodeDecodeError, as CPU-only torch
+    2.13.0 does with with_stack=True: the first ``failures`` reads with stacks, or every one
+    with stacks (None). Returns the list of with_stack flags of the reads."""
+    parse = torch.autograd.profiler.profile._parse_kineto_results
+    reads = []
+
+    def flaky(self, *args, **kwargs):
+        reads.append(self.with_stack)
+        if self.with_stack and (failures is None or reads.count(True) <= failures):
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd.profiler.profile, "_parse_kineto_results", flaky)
+    return reads
+
+
+def test_profile_retries_when_torch_cannot_read_its_stacks(monkeypatch, capsys):
+    reads = _unreadable_stacks(monkeypatch, failures=1)
+    p = profile(torch.neg, torch.ones(64, device=DEVICE), name="test_retry", reps=1,
+                show=False)
+    assert reads == [True, True]  # the second profile, with stacks, was read
+    assert p.kernels and capsys.readouterr().out == ""
+
+
+def test_profile_falls_back_to_no_stacks_and_says_so(monkeypatch, capsys):
+    reads = _unreadable_stacks(monkeypatch, failures=None)
+    p = profile(torch.neg, torch.ones(64, device=DEVICE), name="test_no_stacks", reps=1,
+                show=False)
+    assert reads == [True] * profiling.profiler.STACK_ATTEMPTS + [False]
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "UnicodeDecodeError" in out
+    assert "profiled without stacks" in out
+    assert p.kernels and "test_no_stacks" in p.table  # the cell still gets its profile
+
+
+def test_a_function_raising_unicode_decode_error_is_not_retried():
+    def broken(x):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    with pytest.raises(RuntimeError, match="broken raised UnicodeDecodeError"):
+        profile(broken, torch.ones(2), name="broken_decode", show=False, warmup=0)
