@@ -17,6 +17,7 @@ from exercises import (
     exercise,
     expect,
     expect_triton_kernel,
+    triton_checks,
 )
 
 _TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
@@ -93,6 +94,15 @@ def check_reverse(reverse_kernel, report) -> None:
                 "the load and the store with offsets < n)")
     where = "under the interpreter" if env.TRITON_INTERPRET else "on the GPU"
     report.line(f"reverses n = 1, 7, 64, 1000 {where}, nothing stored past the end")
+    # a load past either end whose value is masked away at the store leaves y right: only
+    # the addresses show it (the interpreter's bounds checker sees every lane)
+    interpreted = triton_checks.interpreted(reverse_kernel)
+    for n in (1, 7, 64, 100):
+        x, y = torch.randn(n), torch.empty(n)
+        triton_checks.expect_in_bounds(lambda x=x, y=y, n=n: interpreted[(
+            triton.cdiv(n, REVERSE_BLOCK),)](x, y, n, BLOCK=REVERSE_BLOCK), f"n={n}")
+    report.line("every load and store stays inside x and y (each lane's address checked in "
+                "Triton's interpreter)")
 
 
 # --------------------------------------------------------------------------------------------

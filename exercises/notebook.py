@@ -138,8 +138,12 @@ def notebook_stubs(path: Path) -> dict[str, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "mutants":  # mutation testing of the checks: its own options
+        from exercises import mutants
+
+        return mutants.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m course exercises")
-    parser.add_argument("command", choices=["sync", "list"])
+    parser.add_argument("command", choices=["sync", "list", "mutants"])
     parser.add_argument("lessons", nargs="*", help="lesson numbers, e.g. 01 02 (default: all)")
     args = parser.parse_args(argv)
     lessons = args.lessons or sorted({e.lesson for e in all_exercises()})

@@ -6,6 +6,10 @@ missing ``__syncthreads``, plain PyTorch where a kernel is asked for, a constant
 the names the stub defines. ``tests/test_exercises.py`` checks that every solution passes and
 that every wrong answer fails with a teaching message, each in its own test. Try the exercise
 before reading these.
+
+``lessonNN.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
+(:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``: the mutation
+harness skips them, and the reason is there for a reader to dispute.
 """
 
 import importlib
@@ -21,4 +25,14 @@ def answers() -> dict[str, tuple[str, dict[str, str]]]:
         for id, source in module.SOLUTIONS.items():
             wrong = module.WRONG[id]
             found[id] = (source, wrong if isinstance(wrong, dict) else {"wrong": wrong})
+    return found
+
+
+def equivalent() -> dict[str, dict[str, str]]:
+    """``{exercise id: {mutant key: why it behaves exactly like the solution}}`` over every
+    lesson module here."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found.update(getattr(module, "EQUIVALENT", {}))
     return found

@@ -1,0 +1,474 @@
+"""Mutation testing of the exercise checks: do they say "not yet" to every wrong kernel?
+
+A check that says "passed" to a wrong kernel teaches the wrong lesson, and the student cannot
+tell. So the checks are tested the way mutation testing tests a test suite: wrong answers are
+derived from each kernel exercise's reference solution (``exercises/solutions``), one small
+change at a time, by the operators below (a bound moved by one, a mask or a barrier dropped,
+thread axes or subscripts swapped, an accumulator narrowed, a term dropped, a constant moved,
+an operand's state space changed, ...), and each mutant is run through the exercise's check
+as a student's answer would be. Next to them run the hand-written wrong answers
+(``WRONG[id]``: the mistakes students actually make).
+
+Every mutant must get "not yet" on a GPU. On a CPU it gets "not yet" where a CPU can decide
+it, otherwise "cannot check here" naming what it could not check; never "passed". A mutant
+that behaves exactly like the solution (the same kernel, written differently) is listed with
+its reason in ``EQUIVALENT[id]`` of the lesson's solutions module (``{mutant key: why}``) and
+skipped; "hard to check" is not a reason.
+
+    python -m course exercises mutants                 # every kernel exercise
+    python -m course exercises mutants 02.reverse -j 4 # one, four at a time
+    python -m course exercises mutants --list 03.warp_sum   # the mutants, not run
+
+Each exercise runs in its own child process (a wrong kernel can crash the process that runs
+it; the parent names the mutant and goes on in a fresh child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+from course_utils import env
+
+# the exercises in which the student writes a kernel (or a piece of one)
+KERNEL_EXERCISES = ("02.reverse", "02.silu_mul", "03.silu", "03.transpose", "03.warp_sum",
+                    "05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity", "07.promote",
+                    "08.online_step", "08.attend_block", "08.key_range")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One wrong answer: the reference solution with one change (or a hand-written one)."""
+
+    exercise: str
+    operator: str  # the operator's name, or "hand-written"
+    label: str  # what changed: "bound: if (r < rows) -> if (r <= rows)" or the WRONG label
+    source: str  # the whole answer cell
+
+    @property
+    def key(self) -> str:
+        return f"{self.operator}: {self.label}"
+
+
+# --------------------------------------------------------------------------------------------
+# Finding operands: the expression on each side of an operator, by balanced brackets
+# --------------------------------------------------------------------------------------------
+
+_OPEN, _CLOSE = "([{", ")]}"
+# where an operand ends at depth 0 (an assignment, a separator, a ternary, a statement's end)
+_STOPS = (",", ";", "?", ":", "=")
+
+
+def _operand_end(text: str, start: int) -> int:
+    """Index just past the operand that starts at ``start`` (to the right)."""
+    depth, i = 0, start
+    while i < len(text):
+        ch = text[i]
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            if depth == 0:
+                return i
+            depth -= 1
+        elif depth == 0 and i > start and (ch == " " or any(text.startswith(s, i)
+                                                             for s in _STOPS)):
+            return i  # a space at this depth: the next operator or keyword
+        i += 1
+    return i
+
+
+def _operand_start(text: str, end: int) -> int:
+    """Index of the first character of the operand that ends just before ``end`` (leftwards)."""
+    depth, i = 0, end - 1
+    while i >= 0:
+        ch = text[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _OPEN:
+            if depth == 0:
+                return i + 1
+            depth -= 1
+        elif depth == 0 and ch in ",;?:= ":
+            return i + 1  # a separator, or a space: the operator or keyword before it
+        i -= 1
+    return 0
+
+
+def _code_part(line: str, cuda: bool) -> str:
+    """The line without its trailing comment (``//`` in CUDA, ``#`` in Python)."""
+    marker = "//" if cuda else "#"
+    at = line.find(marker)
+    return line if at < 0 else line[:at]
+
+
+# --------------------------------------------------------------------------------------------
+# The operators: each yields (what changed, the new line) for one line of the solution
+# --------------------------------------------------------------------------------------------
+
+
+def _each(pattern: str, line: str, replace: Callable[[re.Match], str | None]) -> Iterator[str]:
+    """Every line with one match of ``pattern`` replaced (``replace`` may decline with None)."""
+    for m in re.finditer(pattern, line):
+        new = replace(m)
+        if new is not None:
+            yield line[:m.start()] + new + line[m.end():]
+
+
+def op_bound(code: str) -> Iterator[str]:
+    """A comparison moved by one: < and <=, > and >= exchanged (a loop bound, a mask, a guard)."""
+    swap = {" < ": " <= ", " <= ": " < ", " > ": " >= ", " >= ": " > "}
+    yield from _each(r" (<=|>=|<|>) ", code, lambda m: swap[m.group(0)])
+
+
+def _argument_end(text: str, start: int) -> int:
+    """Index of the comma or closing bracket that ends the call argument starting at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in _OPEN:
+            depth += 1
+        elif text[i] in _CLOSE:
+            if depth == 0:
+                return i
+            depth -= 1
+        elif text[i] == "," and depth == 0:
+            return i
+    return len(text)
+
+
+def op_mask_dropped(code: str) -> Iterator[str]:
+    """A Triton load or store without its ``mask=`` (or its ``other=``)."""
+    for name in ("mask", "other"):
+        for m in re.finditer(rf"(,\s*)?\b{name}=", code):
+            end = _argument_end(code, m.end())
+            if m.group(1) is None:  # the argument opens a continuation line: take its comma
+                end += code[end:end + 1] == ","
+            yield code[:m.start()] + code[end:]
+
+
+def op_guard_dropped(code: str) -> Iterator[str]:
+    """A CUDA guard dropped: ``if (cond) statement;`` runs always."""
+    for m in re.finditer(r"\bif \(", code):
+        end = _operand_end(code, m.end())
+        if end < len(code) and code[end] == ")" and code[end + 1:].strip():
+            yield code[:m.start()] + code[end + 1:].lstrip()
+
+
+def _logical_operand(text: str, at: int, step: int) -> int:
+    """The end (``step`` 1) or start (``step`` -1) of the condition beside the ``&&`` or ``&``
+    at ``at``: it runs to the enclosing bracket, a separator or the next logical operator."""
+    depth, i = 0, at
+    while 0 <= i < len(text):
+        ch = text[i]
+        if ch in (_OPEN if step < 0 else _CLOSE):
+            if depth == 0:
+                return i + (1 if step < 0 else 0)
+            depth -= 1
+        elif ch in (_CLOSE if step < 0 else _OPEN):
+            depth += 1
+        elif depth == 0 and (ch in ",;?=" or text[i:i + 2] in ("&&", "||")
+                             or text[i - 1:i + 2] in (" & ", " | ")):
+            return i + (1 if step < 0 else 0)
+        i += step
+    return 0 if step < 0 else len(text)
+
+
+def op_operand_dropped(code: str) -> Iterator[str]:
+    """One side of ``&&`` or ``&`` dropped (half of a bounds test or of a 2-D mask)."""
+    for m in re.finditer(r" (&&|&) ", code):
+        left = _logical_operand(code, m.start() - 1, -1)
+        right = _logical_operand(code, m.end(), 1)
+        yield code[:left] + code[m.end():]  # the left condition dropped
+        yield code[:m.start()] + code[right:]  # the right one dropped
+
+
+def op_barrier(code: str) -> Iterator[str]:
+    """A barrier dropped, or narrowed to the warp."""
+    for m in re.finditer(r"__syncthreads\(\);", code):
+        yield code[:m.start()] + code[m.end():]
+        yield code[:m.start()] + "__syncwarp();" + code[m.end():]
+
+
+def op_axes_swapped(code: str) -> Iterator[str]:
+    """Thread axes or subscripts swapped: threadIdx.x for .y, tx for ty, ``[i][j]`` for
+    ``[j][i]``, Triton's ``[:, None]`` for ``[None, :]`` (the uncoalesced or transposed access)."""
+    pairs = {"threadIdx.x": "threadIdx.y", "threadIdx.y": "threadIdx.x",
+             "[:, None]": "[None, :]", "[None, :]": "[:, None]"}
+    yield from _each(r"threadIdx\.[xy]|\[:, None\]|\[None, :\]", code,
+                     lambda m: pairs[m.group(0)])
+    yield from _each(r"\btx\b|\bty\b", code, lambda m: "ty" if m.group(0) == "tx" else "tx")
+    yield from _each(r"\[([^\[\]]+)\]\[([^\[\]]+)\]", code,
+                     lambda m: f"[{m.group(2)}][{m.group(1)}]")
+
+
+def op_narrowed(code: str) -> Iterator[str]:
+    """An accumulator or a computation in 16 bits instead of 32: ``tl.float32`` -> float16,
+    an upcast ``.to(tl.float32)`` dropped, ``float acc`` -> ``__half acc``."""
+    yield from _each(r"tl\.float32", code, lambda m: "tl.float16")
+    yield from _each(r"\.to\(tl\.float32\)", code, lambda m: "")
+    yield from _each(r"\bfloat (acc|sum)\b", code, lambda m: f"__half {m.group(1)}")
+
+
+def op_term_dropped(code: str) -> Iterator[str]:
+    """One side of a + - * dropped (a rescale, a scale, an offset term forgotten)."""
+    for m in re.finditer(r" ([+\-*]) ", code):
+        left = _operand_start(code, m.start())
+        if left == m.start() or not code[left:m.start()].strip():
+            continue  # a unary sign
+        right = _operand_end(code, m.end())
+        yield code[:m.start()] + code[right:]  # keep the left side
+        if m.group(1) != "-":
+            yield code[:left] + code[m.end():]  # keep the right side
+
+
+def op_operator_swapped(code: str) -> Iterator[str]:
+    """An arithmetic operator confused: / and %, ^ and |, += and = (an overwrite)."""
+    swap = {" / ": " % ", " % ": " / ", " ^ ": " | ", " += ": " = "}
+    yield from _each(r" (/|%|\^|\+=) ", code, lambda m: swap[m.group(0)])
+
+
+def op_constant(code: str) -> Iterator[str]:
+    """An integer constant one larger (a block size, a shift, an offset, a lane)."""
+    yield from _each(r"(?<![\w.%])\d+(?![\w.])", code, lambda m: str(int(m.group(0)) + 1))
+
+
+def op_state_space(code: str) -> Iterator[str]:
+    """An inline-PTX operand in the wrong state space: a shared-memory instruction given a
+    generic address, or the instruction's ``.shared::cta`` qualifier dropped."""
+    yield from _each(r'"r"\(smem_addr\(([^()]+)\)\)', code, lambda m: f'"l"({m.group(1)})')
+    yield from _each(r"\.shared::cta", code, lambda m: "")
+
+
+OPERATORS: dict[str, Callable[[str], Iterator[str]]] = {
+    "bound": op_bound, "mask dropped": op_mask_dropped, "guard dropped": op_guard_dropped,
+    "operand dropped": op_operand_dropped,
+    "barrier": op_barrier, "axes swapped": op_axes_swapped, "narrowed": op_narrowed,
+    "term dropped": op_term_dropped, "operator swapped": op_operator_swapped,
+    "constant": op_constant, "state space": op_state_space}
+
+
+def _is_comment(line: str, cuda: bool) -> bool:
+    s = line.strip()
+    return not s or s.startswith("//" if cuda else "#") or s.startswith(('"""', "'''", "@"))
+
+
+def _cuda_lines(source: str) -> set[int]:
+    """Indices of the lines inside the answer's CUDA strings (r\"\"\" ... \"\"\")."""
+    inside, found = False, set()
+    for i, line in enumerate(source.splitlines()):
+        quotes = line.count('"""')
+        if inside:
+            found.add(i)
+        if quotes % 2:
+            inside = not inside
+    return found
+
+
+def _skipped(line: str) -> bool:
+    """Lines no operator touches: imports, signatures, the launch's keyword plumbing."""
+    s = line.strip()
+    return s.startswith(("import ", "from ", "def ", "@", "#include", "extern \"C\"",
+                         "__global__", "template")) or "raise ValueError" in s
+
+
+def generate(exercise: str, source: str) -> list[Mutant]:
+    """Every single-change mutant of ``source`` (the solution of ``exercise``), deduplicated."""
+    lines = source.splitlines()
+    cuda = _cuda_lines(source)
+    found: dict[str, Mutant] = {}
+    for i, line in enumerate(lines):
+        in_cuda = i in cuda
+        if _is_comment(line, in_cuda) or _skipped(line):
+            continue
+        code = _code_part(line, in_cuda)
+        comment = line[len(code):]
+        for name, operator in OPERATORS.items():
+            for new_code in operator(code):
+                if new_code == code:
+                    continue
+                mutated = "\n".join([*lines[:i], new_code.rstrip() + comment, *lines[i + 1:]])
+                label = f"line {i + 1}: {code.strip()}  ->  {new_code.strip() or '(removed)'}"
+                found.setdefault(mutated, Mutant(exercise, name, label, mutated + "\n"))
+    return list(found.values())
+
+
+def hand_written(exercise: str) -> list[Mutant]:
+    """The exercise's known-wrong answers of ``exercises/solutions`` (``WRONG[id]``)."""
+    from exercises import solutions
+
+    _, wrong = solutions.answers()[exercise]
+    return [Mutant(exercise, "hand-written", label, source) for label, source in wrong.items()]
+
+
+def all_mutants(exercise: str) -> tuple[list[Mutant], list[tuple[Mutant, str]]]:
+    """(the mutants to run: generated and hand-written, the equivalent ones with their
+    reasons) of ``exercise``."""
+    from exercises import solutions
+
+    known = solutions.equivalent().get(exercise, {})
+    generated = generate(exercise, solutions.answers()[exercise][0])
+    run = [m for m in generated if m.key not in known] + hand_written(exercise)
+    return run, [(m, known[m.key]) for m in generated if m.key in known]
+
+
+# --------------------------------------------------------------------------------------------
+# Running: one child process per exercise, restarted after a crash
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # "not yet", "cannot check here", "passed", "not attempted", "crashed"
+    said: str  # the first lines of the verdict
+    seconds: float
+
+    @property
+    def killed(self) -> bool:
+        """Rejected as it must be: "not yet", or on a machine that cannot decide it
+        "cannot check here" that names what it could not check."""
+        named = "not verified here" in self.said or "this check needs" in self.said
+        return self.status == "not yet" or (self.status == "cannot check here" and named
+                                             and not env.HAS_CUDA)
+
+
+def _verdict(mutant: Mutant) -> tuple[str, str]:
+    import exercises
+
+    ex = exercises.get(mutant.exercise)
+    try:
+        names = exercises.load_cell(mutant.source, f"mutant_{mutant.exercise}")
+        answers = [names[n] for n in ex.answers]
+    except Exception as err:  # the mutant does not even load: a student would see that
+        return "not yet", f"the cell raised {type(err).__name__}: {err}"
+    result = exercises.run_check(mutant.exercise, *answers)
+    return result.status, "\n".join(str(result).splitlines()[:6])
+
+
+def worker(path: str) -> int:
+    """The child: run the mutants listed in the JSON file ``path``, one JSON line each."""
+    for item in json.loads(open(path).read()):
+        mutant = Mutant(**item)
+        print(json.dumps({"start": mutant.key}), flush=True)
+        start = time.perf_counter()
+        status, said = _verdict(mutant)
+        print(json.dumps({"key": mutant.key, "status": status, "said": said,
+                          "seconds": round(time.perf_counter() - start, 2)}), flush=True)
+    return 0
+
+
+def run(mutants: list[Mutant], timeout: float = 900) -> list[Outcome]:
+    """Every mutant's verdict, in child processes (a crash is an outcome, and the rest go on)."""
+    todo, outcomes = list(mutants), []
+    by_key = {m.key: m for m in mutants}
+    while todo:
+        path = env.var_dir("exercises") / f"mutants_{todo[0].exercise}_{len(todo)}.json"
+        path.write_text(json.dumps([asdict(m) for m in todo]))
+        start = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, "-m", __name__, "--worker", str(path)],
+                                  capture_output=True, text=True, timeout=timeout,
+                                  cwd=env.ROOT, env=env.child_environment())
+            out, err = done.stdout, done.stderr
+        except subprocess.TimeoutExpired as expired:
+            out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else \
+                expired.stdout or ""
+            err = f"no answer after {timeout:.0f} s"
+        said = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        finished = {s["key"] for s in said if "status" in s}
+        for s in said:
+            if "status" in s:
+                outcomes.append(Outcome(by_key[s["key"]], s["status"], s["said"],
+                                        s["seconds"]))
+        started = [s["start"] for s in said if "start" in s and s["start"] not in finished]
+        if started:  # it died on this one: a crash, then the rest in a fresh child
+            tail = [ln for ln in (err or "").splitlines() if ln.strip()][-2:]
+            outcomes.append(Outcome(by_key[started[0]], "crashed",
+                                    "the check's process died: " + " / ".join(tail),
+                                    round(time.perf_counter() - start, 2)))
+            finished.add(started[0])
+        elif len(finished) < len(todo) and not said:
+            raise RuntimeError(f"the mutant worker failed before its first mutant:\n{err}")
+        todo = [m for m in todo if m.key not in finished]
+    return outcomes
+
+
+def run_many(exercises_: list[str], jobs: int,
+             report: Callable[[str, list[Outcome]], None]) -> dict[str, list[Outcome]]:
+    """Every exercise's mutants, ``jobs`` exercises at a time; ``report`` as each finishes."""
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run, all_mutants(e)[0]): e for e in exercises_}
+        for future in concurrent.futures.as_completed(futures):
+            results[futures[future]] = future.result()
+            report(futures[future], results[futures[future]])
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------------------------
+
+
+def _summary(exercise: str, outcomes: list[Outcome]) -> str:
+    killed = sum(o.killed for o in outcomes)
+    generated = sum(o.mutant.operator != "hand-written" for o in outcomes)
+    lines = [f"{exercise:16s} {killed:3d}/{len(outcomes):3d} rejected ({generated} generated, "
+             f"{len(outcomes) - generated} hand-written, "
+             f"{len(all_mutants(exercise)[1])} equivalent listed)"]
+    for o in outcomes:
+        if not o.killed:
+            lines.append(f"    {o.status.upper()}: {o.mutant.key}")
+            lines.extend(f"        {ln}" for ln in o.said.splitlines()[:3])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course exercises mutants",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("ids", nargs="*",
+                        help=f"exercise ids (default: {' '.join(KERNEL_EXERCISES)})")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="exercises run at once")
+    parser.add_argument("--list", action="store_true", help="list the mutants, run none")
+    parser.add_argument("--json", help="write every outcome to this file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    ids = args.ids or list(KERNEL_EXERCISES)
+    if unknown := sorted(set(ids) - set(KERNEL_EXERCISES)):
+        parser.error(f"not a kernel exercise: {', '.join(unknown)} "
+                     f"(known: {', '.join(KERNEL_EXERCISES)})")
+    if args.list:
+        for e in ids:
+            to_run, same = all_mutants(e)
+            print(f"{e}: {len(to_run)} to run, {len(same)} equivalent")
+            for m in to_run:
+                print(f"    {m.key}")
+            for m, why in same:
+                print(f"    (equivalent) {m.key}: {why}")
+        return 0
+    print(f"# {env.environment_line()}", flush=True)
+    results = run_many(ids, args.jobs, lambda e, o: print(_summary(e, o), flush=True))
+    total = [o for e in ids for o in results[e]]
+    alive = [o for o in total if not o.killed]
+    print(f"\n{len(total) - len(alive)}/{len(total)} wrong answers rejected"
+          + ("" if not alive else f"; {len(alive)} NOT rejected (listed above)"))
+    if args.json:
+        stamp = env.environment()
+        data = {"environment": stamp, "exercises": {
+            e: [{"key": o.mutant.key, "status": o.status, "said": o.said,
+                 "seconds": o.seconds} for o in results[e]] for e in ids}}
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1, ensure_ascii=False)
+    return 1 if alive else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
