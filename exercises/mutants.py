@@ -26,7 +26,9 @@ it; the parent names the mutant and goes on in a fresh child).
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
+import hashlib
 import json
 import re
 import subprocess
@@ -368,7 +370,8 @@ def run(mutants: list[Mutant], timeout: float = 900) -> list[Outcome]:
     todo, outcomes = list(mutants), []
     by_key = {m.key: m for m in mutants}
     while todo:
-        path = env.var_dir("exercises") / f"mutants_{todo[0].exercise}_{len(todo)}.json"
+        digest = hashlib.sha256(todo[0].key.encode()).hexdigest()[:12]
+        path = env.var_dir("exercises") / f"mutants_{todo[0].exercise}_{digest}.json"
         path.write_text(json.dumps([asdict(m) for m in todo]))
         start = time.perf_counter()
         try:
@@ -399,15 +402,23 @@ def run(mutants: list[Mutant], timeout: float = 900) -> list[Outcome]:
     return outcomes
 
 
-def run_many(exercises_: list[str], jobs: int,
-             report: Callable[[str, list[Outcome]], None]) -> dict[str, list[Outcome]]:
-    """Every exercise's mutants, ``jobs`` exercises at a time; ``report`` as each finishes."""
-    results = {}
+def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
+             report: Callable[[str, list[Outcome]], None] = lambda e, o: None,
+             ) -> dict[str, list[Outcome]]:
+    """Every exercise's mutants, in chunks of ``chunk``, ``jobs`` chunks at a time; ``report``
+    as each exercise finishes."""
+    chunks = [(e, ms[i:i + chunk]) for e in exercises_
+              for ms in [all_mutants(e)[0]] for i in range(0, len(ms), chunk)]
+    left = collections.Counter(e for e, _ in chunks)
+    results: dict[str, list[Outcome]] = {e: [] for e in exercises_}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run, all_mutants(e)[0]): e for e in exercises_}
+        futures = {pool.submit(run, ms): e for e, ms in chunks}
         for future in concurrent.futures.as_completed(futures):
-            results[futures[future]] = future.result()
-            report(futures[future], results[futures[future]])
+            e = futures[future]
+            results[e].extend(future.result())
+            left[e] -= 1
+            if not left[e]:
+                report(e, results[e])
     return results
 
 
@@ -434,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("ids", nargs="*",
                         help=f"exercise ids (default: {' '.join(KERNEL_EXERCISES)})")
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="exercises run at once")
+    parser.add_argument("-j", "--jobs", type=int, default=2,
+                        help="child processes at once (each runs up to 12 mutants)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run none")
     parser.add_argument("--json", help="write every outcome to this file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -455,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    (equivalent) {m.key}: {why}")
         return 0
     print(f"# {env.environment_line()}", flush=True)
-    results = run_many(ids, args.jobs, lambda e, o: print(_summary(e, o), flush=True))
+    results = run_many(ids, args.jobs, report=lambda e, o: print(_summary(e, o), flush=True))
     total = [o for e in ids for o in results[e]]
     alive = [o for o in total if not o.killed]
     print(f"\n{len(total) - len(alive)}/{len(total)} wrong answers rejected"
