@@ -121,6 +121,9 @@ def test_sdpa_backends_refuse_what_pytorch_refuses_in_words():
         assert "head dim must be contiguous" in sdpa.reason(backend, q[..., ::2], k[..., ::2],
                                                             v[..., ::2])
     assert "multiples of 8 in float16; got D = 20" in sdpa.reason("efficient", *qkv(8, 8, 20))
+    q, k, v = qkv(8, 8)
+    misaligned = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)
+    assert "16-byte boundaries" in sdpa.reason("flash", misaligned, k, v)
     assert sdpa.reason("efficient", *qkv(8, 8, 20, torch.float32)) is None
 
 

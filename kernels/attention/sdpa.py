@@ -58,6 +58,9 @@ def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 f"kernel'); got Sq = {sq}, Sk = {sk}")
     if any(t.stride(-1) != 1 for t in (q, k, v)):
         return "the head dim must be contiguous (stride 1)"
+    if any(t.data_ptr() % 16 for t in (q, k, v)):
+        # the fused kernels load 16 bytes at a time and PyTorch passes a view's pointer as it is
+        return "q, k and v must start on 16-byte boundaries (a sliced view may not)"
     return None
 
 

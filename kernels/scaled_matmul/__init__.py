@@ -214,6 +214,8 @@ def _scaled_mm_reason(a, b, scale_a, scale_b) -> str | None:
         return f"torch._scaled_mm needs K and N multiples of 16, got K={a.shape[1]}, N={b.shape[1]}"
     if a.stride(1) != 1 or b.stride(0) != 1:
         return "torch._scaled_mm needs a row-major and b column-major"
+    if a.data_ptr() % 16 or b.data_ptr() % 16:
+        return "cuBLASLt's fp8 matmul needs a and b to start on 16-byte boundaries"
     forms = set(scale_forms(a, b, scale_a, scale_b))
     if len(forms) > 1:
         return "torch._scaled_mm takes both scales per tensor or both per row/column"
