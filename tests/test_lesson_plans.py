@@ -20,12 +20,13 @@ def _markdown(path: Path) -> list[str]:
 
 
 def planned_minutes(text: str) -> int:
-    """Minutes of the time plan that starts at "Time plan": the last column of its table rows,
-    or every "N min" of its paragraph."""
+    """Minutes in class of the time plan that starts at "Time plan": the last column of its
+    table rows (rows marked "at home" are reading for home, not part of the lecture), or every
+    "N min" of its paragraph."""
     plan = text[text.index("Time plan"):]
-    rows = re.findall(r"^\|[^\n]*\|\s*(\d+)\s*\|\s*$", plan, flags=re.M)
+    rows = re.findall(r"^\|([^\n]*)\|\s*(\d+)\s*\|\s*$", plan, flags=re.M)
     if rows:
-        return sum(map(int, rows))
+        return sum(int(m) for label, m in rows if not re.search(r"\bat home\b", label, re.I))
     paragraph = plan.split("\n\n", 1)[0]
     return sum(int(n) for n in re.findall(r"(\d+) min\b", paragraph))
 
@@ -33,6 +34,7 @@ def planned_minutes(text: str) -> int:
 def test_minutes_are_read_from_a_table_or_a_paragraph():
     table = "**Time plan**:\n\n| section | minutes |\n|---|---|\n| 1 · a | 10 |\n| 2 · b | 45 |\n"
     assert planned_minutes(table) == 55
+    assert planned_minutes(table + "| 3 · c (at home) | 20 |\n") == 55
     assert planned_minutes("**Time plan** (≈ 20): 1 · x, 12 min · 2 · y, 8 min.\n\nlater 9 min") \
         == 20
 

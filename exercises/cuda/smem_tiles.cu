@@ -1,5 +1,5 @@
 // Exercise 05.smem: C = A @ B with tiles of A and B staged in shared memory, one output element
-// per thread (step 2's idea without its register blocking).
+// per thread (step 4's idea, before steps 6-8 add register blocking).
 //
 // A block of TILE x TILE threads computes a TILE x TILE tile of C. Thread (ty, tx) owns
 // C(row, col) with row = blockIdx.y * TILE + ty and col = blockIdx.x * TILE + tx. The K loop

@@ -2,8 +2,9 @@
 cuBLAS, in one process.
 
 * the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);
-* the staircase in bf16 at 4096³ and 8192³: lesson 05's ``mma.sync`` kernel, then steps 1-5,
-  each beside ``torch.mm`` (cuBLAS) measured in the same run;
+* the staircase in bf16 at 4096³ and 8192³: lesson 06's ``mma.sync`` kernel (``mma.cu``; its
+  records keep the name "lesson 05"), then steps 1-5, each beside ``torch.mm`` (cuBLAS)
+  measured in the same run;
 * what limits steps 4 and 5 at 8192³ (:func:`power`): the same kernels and cuBLAS on random
   data and on zeros and ones, with the SM clock and the power each ran at;
 * the last step in fp16 (``torch.mm``) and fp8 (``torch._scaled_mm`` with unit scales), and in
