@@ -346,6 +346,52 @@ def check_markdown(paths: Iterable[str | Path], directory: str | Path | None = N
     return count, problems
 
 
+# -- quoting what a recorded cell printed ---------------------------------------------------------
+
+RECORDED_QUOTE = re.compile(r"<!--\s*recorded:(?P<body>.*?)-->", re.S)
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def recorded_problems(text: str, where: str = "text",
+                      folder: str | Path | None = None) -> tuple[int, list[str]]:
+    """(quotes, problems) of the ``<!-- recorded: NOTEBOOK | TEXT -->`` comments in markdown
+    ``text``: each claims that a ``%%requires`` cell of ``docs/recordings/NOTEBOOK.json``
+    printed TEXT (spaces squeezed), for prose that quotes what the GPU showed ("59%", "as
+    expected") rather than a record of ``make bench``."""
+    folder = Path(folder) if folder else env.ROOT / "docs" / "recordings"
+    count, problems = 0, []
+    for match in RECORDED_QUOTE.finditer(_without_code(text)):
+        count += 1
+        parts = [p.strip() for p in match["body"].split("|", 1)]
+        at = f"{where}, line {text.count(chr(10), 0, match.start()) + 1}"
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"{at}: recorded quote expected 'NOTEBOOK | TEXT', got "
+                             f"{match['body'].strip()!r}")
+        path = folder / f"{parts[0]}.json"
+        if not path.exists():
+            problems.append(f"{at}: no recordings {path.name} in {folder}")
+            continue
+        cells = json.loads(path.read_text())["cells"]
+        printed = _squeeze("\n".join(o.get("text", "") for c in cells for o in c["outputs"]))
+        if _squeeze(parts[1]) not in printed:
+            problems.append(f"{at}: no recorded cell of {parts[0]} printed {parts[1]!r}")
+    return count, problems
+
+
+def check_recorded(paths: Iterable[str | Path], folder: str | Path | None = None) -> tuple[
+        int, list[str]]:
+    """:func:`recorded_problems` over every markdown piece of ``paths``."""
+    count, problems = 0, []
+    for path in paths:
+        for where, text in markdown_of(path):
+            n, found = recorded_problems(text, where, folder)
+            count, problems = count + n, problems + found
+    return count, problems
+
+
 def quote(record: Record, name: str = "value", device: str = RECORDED,
           digits: int | None = None) -> str:
     """The markdown for quoting ``record``'s ``name`` field: the number as it should appear,
@@ -359,5 +405,6 @@ def quote(record: Record, name: str = "value", device: str = RECORDED,
 
 
 __all__ = ["FIELDS", "RECORDED", "Quote", "Recorded", "Verdict", "against_copy",
-           "against_target", "check_markdown", "field", "load", "markdown_of", "number",
-           "quote", "quotes", "results_files", "sentence", "with_lesson"]
+           "against_target", "check_markdown", "check_recorded", "field", "load", "markdown_of",
+           "number", "quote", "quotes", "recorded_problems", "results_files", "sentence",
+           "with_lesson"]

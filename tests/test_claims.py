@@ -1,6 +1,7 @@
 """Prose that agrees with the records (course_utils.claims): sentences and verdicts computed from
 the records, and every ``<!-- record: ... -->`` quote in the notebooks and docs checked."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,24 @@ def test_every_quote_in_the_notebooks_and_docs_agrees_with_the_records():
     count, problems = claims.check_markdown(PROSE)
     assert not problems, "\n".join(problems)
     assert count >= 3, f"expected the course's prose to quote records, found {count} quotes"
+
+
+def test_a_recorded_quote_must_be_what_the_cell_printed(tmp_path):
+    recording = {"format": 1, "notebook": "03_x.ipynb", "environment": {}, "cells": [
+        {"id": "a", "hash": "h", "source": "%%requires cuda",
+         "outputs": [{"text": "DRAM throughput: naive 59%, vectorised 80% of peak\n"}]}]}
+    (tmp_path / "03_x.json").write_text(json.dumps(recording))
+    ok = "59%<!-- recorded: 03_x | naive 59%,   vectorised 80% -->"
+    assert claims.recorded_problems(ok, folder=tmp_path) == (1, [])
+    count, wrong = claims.recorded_problems("64%<!-- recorded: 03_x | naive 64% -->",
+                                            folder=tmp_path)
+    assert count == 1 and "printed 'naive 64%'" in wrong[0]
+    assert claims.recorded_problems("<!-- recorded: 99_y | z -->", folder=tmp_path)[1]
+    with pytest.raises(ValueError, match="NOTEBOOK \\| TEXT"):
+        claims.recorded_problems("<!-- recorded: only -->", folder=tmp_path)
+
+
+def test_every_recorded_quote_in_the_notebooks_and_docs_is_in_the_recordings():
+    count, problems = claims.check_recorded(PROSE)
+    assert not problems, "\n".join(problems)
+    assert count >= 3, f"expected the prose to quote recorded outputs, found {count}"
