@@ -25,6 +25,7 @@ runs the exercise's child function (:data:`CHILDREN`) and prints its verdict.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -178,7 +179,10 @@ def guarded(n: int, device: str, guard: int = GUARD) -> tuple[torch.Tensor, torc
 
 
 def child_source_file(id: str, source: str) -> Path:
-    path = env.var_dir("exercises") / f"{id.replace('.', '_')}_student.cu"
+    """The file the GPU child reads the answer from, named by its text: two checks running
+    at once (two notebooks, the mutation harness) never read each other's answer."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = env.var_dir("exercises") / f"{id.replace('.', '_')}_student_{digest}.cu"
     path.write_text(source)
     return path
 
