@@ -1,14 +1,22 @@
 """Exercises of lesson 08: attention (the online softmax, FlashAttention's inner loop, causal
-block skipping), each a ``@triton.jit`` function that runs inside a kernel of the course.
+block skipping, the backward's dK/dV step), each a ``@triton.jit`` function that runs inside a
+kernel of the course.
 
 Where it runs: on a CPU in Triton's interpreter, in fp32 and fp16 (the interpreter computes bf16
 ``tl.dot`` wrongly: it converts bf16 after loading, so bf16 is checked only on a GPU); on a GPU
 compiled, in fp16 and bf16, then measured against SDPA's flash backend. Each check says which.
+
+The checks try the math's corners, not only random inputs: blocks of ``-inf`` before and after
+real values, large scores with and without a causal mask, causal with Sq < Sk and Sq > Sk, block
+shapes whose causal diagonal leaves a row a fully masked block after real ones, the log-sum-exp
+the forward saves for the backward beside its output, and every gradient of the backward against
+float64 autograd. ``exercises/solutions/lesson08.py`` keeps the wrong answers each must reject.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 
 import numpy as np
@@ -17,8 +25,11 @@ import torch
 from course_utils import env
 from exercises import CannotCheck, compare, exercise, expect, load_cell
 
-SECTION_SOFTMAX = "2 · The online softmax"
-SECTION_FORWARD = "3 · FlashAttention-2 forward in Triton"
+# the exercises close these subsections; the course's own code is shown after them
+SECTION_SOFTMAX = "Write the update"
+SECTION_FORWARD = "Write the loop body and the ranges"
+SECTION_BACKWARD = "Write the dK/dV step"
+LN2 = math.log(2.0)
 
 
 def _where() -> tuple[str, list[torch.dtype]]:
@@ -44,6 +55,31 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+def _watched(fn, outputs: tuple[str, ...], seen: list[str]):
+    """In the interpreter: ``fn``, recording each value it returns (named by ``outputs``) that
+    is not float32 in ``seen``. Compiled, Triton itself refuses a loop variable whose type
+    changes, so ``fn`` is used as it is."""
+    if not env.TRITON_INTERPRET:
+        return fn
+    import triton.language as tl
+
+    def watched(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        for name, value in zip(outputs, out, strict=False):
+            if getattr(value, "dtype", None) != tl.float32:
+                seen.append(f"{name} as {getattr(value, 'dtype', type(value).__name__)}")
+        return out
+
+    return watched
+
+
+def _expect_float32(seen: list[str], fn: str, what: str) -> None:
+    expect(not seen, f"{what}: your {fn} returned {seen[0] if seen else ''}, not float32",
+           "keep the running sums in float32 from one step to the next (the kernel made them "
+           "float32); round to the input's dtype only what goes into a tl.dot. Compiled, Triton "
+           "refuses a loop variable whose type changes")
+
+
 # --------------------------------------------------------------------------------------------
 ONLINE_STUB = '''
 import triton
@@ -56,6 +92,16 @@ def online_step(m, l, x):
     row's running maximum m and running sum l = Σ exp(seen - m); return (m_new, l_new)."""
     ...
 '''
+
+NO_MAX = ("subtract the running maximum before exp: exp(x) overflows float32 past x = 88, and "
+          "exp(x - m_new) never does")
+KEEP_MAX = ("m_new is the largest value seen so far, tl.maximum(m, tl.max(x, 0)), not the "
+            "block's own maximum")
+STILL_INF = ("exp(-inf - (-inf)) is NaN: while the maximum is still -inf, subtract 0 instead "
+             "(tl.where(m_new == float('-inf'), 0.0, m_new))")
+MASKED_AFTER = ("a block of -inf after real values adds nothing: m stays, l stays; subtract the "
+                "running maximum m_new (finite by then) from every value, not the block's own "
+                "maximum (-inf there)")
 
 # The check's kernel: one program per row, your online_step over blocks, then one more pass
 _STREAM_KERNEL = '''
@@ -83,10 +129,12 @@ def streamed_softmax_kernel(x_ptr, y_ptr, lse_ptr, n_cols, BLOCK: tl.constexpr):
 
 def _streamed(online_step, x: torch.Tensor, block: int):
     names = load_cell(_STREAM_KERNEL, "08_stream")
-    names["online_step"] = online_step  # the kernel calls your function by this name
+    seen: list[str] = []
+    names["online_step"] = _watched(online_step, ("m", "l"), seen)  # called by this name
     y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
     _quiet(names["streamed_softmax_kernel"][(x.shape[0],)], x, y, lse, x.shape[1], BLOCK=block)
+    _expect_float32(seen, "online_step", f"{tuple(x.shape)} {str(x.dtype)[6:]}")
     return y, lse
 
 
@@ -103,30 +151,41 @@ bottom-right causal masks make such blocks. `tl.max(x, 0)`, `tl.sum(x, 0)`, `tl.
 def check_online_step(online_step, report) -> None:
     device, _ = _where()
     block = 64
-    cases = [("one column 3x1", torch.randn(3, 1)), ("5x300 (ragged last block)",
-                                                     torch.randn(5, 300)),
-             ("4x64 (one block)", torch.randn(4, 64)),
-             ("large values 3x200, |x| ~ 1e3", 1e3 * torch.randn(3, 200)),
+    first = torch.randn(3, 200)
+    first[:, :70] = float("-inf")  # the first block (and 6 more) masked: m is still -inf
+    after = torch.randn(3, 300)
+    after[:, 110:] = float("-inf")  # blocks 2-4 all -inf after real ones (a padding mask)
+    rows = torch.randn(4, 256)  # every row ends elsewhere: 1, 64, 65 and 200 real values
+    for row, n in enumerate((1, 64, 65, 200)):
+        rows[row, n:] = float("-inf")
+    cases = [("one column 3x1", torch.randn(3, 1), ""),
+             ("5x300 (ragged last block)", torch.randn(5, 300), ""),
+             ("4x64 (one block)", torch.randn(4, 64), ""),
+             ("large values 3x200, |x| ~ 1e3", 1e3 * torch.randn(3, 200), NO_MAX),
              ("rising 2x256 (the max grows every block)",
-              torch.arange(256.0).repeat(2, 1) / 4 + torch.randn(2, 256))]
-    masked = torch.randn(3, 200)
-    masked[:, :70] = float("-inf")  # the first block (and 6 more) masked, as a causal mask does
-    cases.append(("first 70 of 3x200 masked (-inf)", masked))
-    for label, x in cases:
-        x = x.to(device)
-        y, lse = _streamed(online_step, x, block)
-        hint = ("when the maximum grows from m to m_new, every term summed so far shrinks by "
-                "exp(m - m_new): l_new = l * exp(m - m_new) + sum(exp(x - m_new))")
-        expect(not lse.isnan().any(), f"{label}: the log-sum-exp came out NaN",
-               "exp(-inf - (-inf)) is NaN: while the maximum is still -inf, subtract 0 "
-               "instead (tl.where(m_new == float('-inf'), 0.0, m_new))")
-        compare(lse, torch.logsumexp(x.float(), dim=1), what=f"{label}: log-sum-exp m + log l",
-                atol=1e-4, rtol=1e-5, hint=hint + "; subtract the maximum before exp, or large "
-                "values overflow")
-        compare(y, torch.softmax(x.float(), dim=1), what=f"{label}: softmax", atol=1e-6,
-                rtol=1e-5, hint=hint)
-    report.line(f"softmax and log-sum-exp right on 6 shapes, -inf blocks and |x| ~ 1e3; "
-                f"{_ran_on(device, [torch.float32])}")
+              torch.arange(256.0).repeat(2, 1) / 4 + torch.randn(2, 256), ""),
+             ("falling 2x256 (the first block holds the max)",
+              -torch.arange(256.0).repeat(2, 1) / 4 + torch.randn(2, 256), KEEP_MAX),
+             ("first 70 of 3x200 masked (-inf)", first, STILL_INF),
+             ("last 190 of 3x300 masked (whole -inf blocks after real ones)", after, MASKED_AFTER),
+             ("rows of 4x256 ending at 1, 64, 65, 200 (-inf after)", rows, MASKED_AFTER)]
+    hint = ("when the maximum grows from m to m_new, every term summed so far shrinks by "
+            "exp(m - m_new): l_new = l * exp(m - m_new) + sum(exp(x - m_new))")
+    for dtype in (torch.float32, torch.float16):  # the row's dtype (loaded, then float32)
+        for label, x, why in cases:
+            x = x.to(device, dtype)
+            label = f"{label}, {str(dtype).removeprefix('torch.')}"
+            y, lse = _streamed(online_step, x, block)
+            expect(not lse.isnan().any(), f"{label}: the log-sum-exp came out NaN",
+                   why or STILL_INF)
+            compare(lse, torch.logsumexp(x.double(), dim=1).float(),
+                    what=f"{label}: log-sum-exp m + log l", atol=1e-4, rtol=1e-5,
+                    hint=why or hint)
+            compare(y, torch.softmax(x.double(), dim=1).float(), what=f"{label}: softmax",
+                    atol=1e-6, rtol=1e-5, hint=why or hint)
+    report.line(f"softmax and log-sum-exp right on {len(cases)} rows in float32 and float16 "
+                f"(-inf blocks before and after real values, |x| ~ 1e3); "
+                f"{_ran_on(device, [torch.float32, torch.float16])}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,12 +207,11 @@ def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
 '''
 
 
-def _forward_with(name: str, fn):
-    """A fresh copy of the course's forward (``triton_fwd.py``, executed again as a new module)
+def _patched(kernel_module, name: str, fn):
+    """A fresh copy of a kernel module of the course (its file executed again as a new module)
     with ``fn`` in place of its function ``name``: your code runs inside the lesson's kernel."""
-    from kernels.attention import triton_fwd
-
-    spec = importlib.util.spec_from_file_location("_lesson08_forward", triton_fwd.__file__)
+    label = "_lesson08_" + kernel_module.__name__.rsplit(".", 1)[-1]
+    spec = importlib.util.spec_from_file_location(label, kernel_module.__file__)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # (its dataclass looks itself up there while it is made)
     try:
@@ -161,6 +219,18 @@ def _forward_with(name: str, fn):
     finally:
         del sys.modules[spec.name]
     setattr(module, name, fn)  # the kernel finds its helpers among the module's globals
+    return module
+
+
+def _forward_with(name: str, fn, seen: list[str] | None = None):
+    """The course's forward (``triton_fwd.py``) with your ``fn`` as its function ``name``;
+    with ``seen``, the interpreter records there what ``attend_block`` returns that is not
+    float32."""
+    from kernels.attention import triton_fwd
+
+    if seen is not None:
+        fn = _watched(fn, ("acc", "m_new", "l_new"), seen)
+    module = _patched(triton_fwd, name, fn)
     return module.forward, module
 
 
@@ -172,44 +242,87 @@ RESCALE = ("with several blocks, what was summed relative to the old maximum shr
            "block")
 MASK = ("the ragged last block and the causal diagonal come with MASKED = True: scores where "
         "key_ok is False must count as −inf (tl.where(key_ok, s, float('-inf'))) before the max")
+LARGE = ("with large scores the weights of the keys a query sees underflow to 0 when the "
+         "maximum includes scores it may not see: mask s before the maximum, not p after it")
+AFTER = ("with BLOCK_M = 2 · BLOCK_N the first queries of a diagonal block see none of the "
+         "second key block: its scores are all −inf after real ones, and the running maximum "
+         "must stay: m_new = max(m_i, max(s) · qk_scale), never the block's maximum alone")
+LSE = ("the output is right, but the log-sum-exp the kernel saves for the backward "
+       "(m_i + log2 l_i) is not: m_i must be the running maximum of s · qk_scale, in log2 units, "
+       "and l_i the sum of 2^(s · qk_scale − m_i)")
+
+
+def _qkv(device, dtype, b, h, sq, sk, d, scale=1.0):
+    """Fresh q, k, v: ``scale`` makes the scores large (q and k); v stays unit-sized."""
+    return [(c * torch.randn(b, h, s, d, device=device)).to(dtype)
+            for s, c in ((sq, scale), (sk, scale), (sk, 1.0))]
 
 
 def _attention_cases(device: str, dtype: torch.dtype, causal_only: bool = False):
-    """(label, (q, k, v), causal, what a mismatch there points to), simplest first."""
-    def qkv(b, h, sq, sk, d, scale=1.0):  # scale: large scores (q and k), v unit-sized
-        return [(c * torch.randn(b, h, s, d, device=device)).to(dtype)
-                for s, c in ((sq, scale), (sk, scale), (sk, 1.0))]
+    """(label, (q, k, v), causal, (BLOCK_M, BLOCK_N) or None, what a mismatch there points to),
+    simplest first. None: the lesson's configuration here (32 x 32 in the interpreter)."""
+    def qkv(*shape, scale=1.0):
+        return _qkv(device, dtype, *shape, scale=scale)
 
     cases = [] if causal_only else [
-        ("one block 1x2x32x64", qkv(1, 2, 32, 32, 64), False, ONE_BLOCK),
-        ("four blocks 1x2x128x64", qkv(1, 2, 128, 128, 64), False, RESCALE),
-        ("large scores 1x1x128x64, |s| ~ 36", qkv(1, 1, 128, 128, 64, scale=6.0), False,
+        ("one block 1x2x32x64", qkv(1, 2, 32, 32, 64), False, None, ONE_BLOCK),
+        ("four blocks 1x2x128x64", qkv(1, 2, 128, 128, 64), False, None, RESCALE),
+        ("large scores 1x1x128x64, |s| ~ 36", qkv(1, 1, 128, 128, 64, scale=6.0), False, None,
          RESCALE),
-        ("ragged 2x3x77x64", qkv(2, 3, 77, 77, 64), False, MASK),
-        ("one query 1x2x1x50x64", qkv(1, 2, 1, 50, 64), False, MASK)]
-    return cases + [("causal 1x2x130x64", qkv(1, 2, 130, 130, 64), True, MASK),
-                    ("causal cross 1x2x40x97x64", qkv(1, 2, 40, 97, 64), True, MASK),
-                    ("causal 1x1x64x32", qkv(1, 1, 64, 64, 32), True, MASK),
-                    ("causal, queries past the keys 1x1x100x33x64", qkv(1, 1, 100, 33, 64),
-                     True, MASK)]
+        ("ragged 2x3x77x64", qkv(2, 3, 77, 77, 64), False, None, MASK),
+        ("one query 1x2x1x50x64", qkv(1, 2, 1, 50, 64), False, None, MASK)]
+    return cases + [
+        ("causal 1x2x130x64", qkv(1, 2, 130, 130, 64), True, None, MASK),
+        ("causal cross 1x2x40x97x64", qkv(1, 2, 40, 97, 64), True, None, MASK),
+        ("causal 1x1x64x32", qkv(1, 1, 64, 64, 32), True, None, MASK),
+        ("causal, queries past the keys 1x1x100x33x64", qkv(1, 1, 100, 33, 64), True, None,
+         MASK),
+        ("causal, large scores 1x2x96x64, |s| ~ 36", qkv(1, 2, 96, 96, 64, scale=6.0), True,
+         None, LARGE),
+        ("causal 1x2x100x64 in 64x32 blocks", qkv(1, 2, 100, 100, 64), True, (64, 32), AFTER),
+        ("causal, large scores 1x1x70x45x32 in 64x32 blocks",
+         qkv(1, 1, 70, 45, 32, scale=6.0), True, (64, 32), AFTER)]
 
 
-def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = "") -> int:
-    """Compare ``forward`` with the eager reference on every case; ``hint`` replaces the cases'
-    own. Returns how many problems it checked."""
+def _exact(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 ``(scaled scores, masked)`` of a problem: what the output and lse come from."""
+    s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=s.device).triu(1),
+                          float("-inf"))
+    return s
+
+
+def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = "",
+                   seen: list[str] | None = None) -> int:
+    """Compare ``forward``'s output with the eager reference, and the log-sum-exp it saves for
+    the backward with float64 ``torch.logsumexp`` of the scaled scores, on every case; ``hint``
+    replaces the cases' own. Returns how many problems it checked."""
     from kernels.attention import attention_eager
     from kernels.registry import OPS
 
     checked = 0
     for dtype in dtypes:
         atol, rtol = OPS["attention"].tol(dtype)
-        for label, (q, k, v), causal, why in _attention_cases(device, dtype, causal_only):
-            got = _quiet(forward, q, k, v, causal)[0]
-            compare(got, attention_eager(q, k, v, causal),
-                    what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
+        for label, (q, k, v), causal, blocks, why in _attention_cases(device, dtype,
+                                                                      causal_only):
+            what = f"{label} {str(dtype).removeprefix('torch.')}"
+            config = {} if blocks is None else {"config": _config(forward, *blocks)}
+            got, lse2 = _quiet(forward, q, k, v, causal, **config)
+            _expect_float32(seen or [], "attend_block", what)
+            compare(got, attention_eager(q, k, v, causal), what=what, atol=atol, rtol=rtol,
                     hint=hint or why)
+            compare(lse2 * LN2, _exact(q, k, v, causal).logsumexp(-1).float(),
+                    what=f"{what}: the saved log-sum-exp (lse2 · ln 2)", atol=1e-3, rtol=1e-4,
+                    hint=hint or LSE)
             checked += 1
     return checked // len(dtypes)
+
+
+def _config(forward, block_m: int, block_n: int):
+    """The forward's own ``Config`` (of the module it was defined in) with these blocks."""
+    return forward.__globals__["Config"](block_m, block_n)
 
 
 def _gpu_ratio(report, forward, causal: bool, label: str, target: float) -> None:
@@ -239,15 +352,20 @@ def device_is_cpu() -> bool:
 Write the body of the forward's loop over key blocks: `attend_block` of `triton_fwd.py`, with
 the same signature. The check runs the lesson's own kernel with your function in its place
 (fresh copies of `triton_fwd.py`, your `attend_block` patched in), on causal and non-causal
-problems whose lengths are not block multiples, and compares with the eager reference. Scores in
+problems whose lengths are not block multiples (large scores, Sq ≠ Sk both ways, 64 × 32 blocks
+whose diagonal gives some queries a fully masked block after real ones), and compares the output
+with the eager reference and the log-sum-exp it saves for the backward with
+`torch.logsumexp` of the scaled scores. Scores in
 log2 units: `s = q kᵀ`, the new maximum `m_new = max(m_i, max_j s · qk_scale)`, weights
 `p = exp2(s · qk_scale − m_new)`, the rescale `alpha = exp2(m_i − m_new)`; then `l` and `acc`
 (round `p` to `v.dtype` before the second `tl.dot`, as the tensor cores want).""")
 def check_attend_block(attend_block, report) -> None:
     device, dtypes = _where()
-    forward, _ = _forward_with("attend_block", attend_block)
-    n = _check_forward(forward, device, dtypes, False)
-    report.line(f"right on {n} problems (one block, many, causal and not, ragged, Sq != Sk); "
+    seen: list[str] = []
+    forward, _ = _forward_with("attend_block", attend_block, seen)
+    n = _check_forward(forward, device, dtypes, False, seen=seen)
+    report.line(f"output and saved log-sum-exp right on {n} problems (one block, many, causal "
+                f"and not, ragged, Sq != Sk both ways, large scores, 64x32 blocks); "
                 f"{_ran_on(device, dtypes)}")
     _gpu_ratio(report, forward, False, "your forward", 1.0)
 
@@ -322,3 +440,134 @@ def check_key_range(key_range, report) -> None:
                                    f"{full / half:.2f}×", full / half >= 1.6,
                                    "B=4, H=16, S=4096, D=128, bf16"))
 
+
+
+# --------------------------------------------------------------------------------------------
+BACKWARD_STUB = '''
+import triton
+import triton.language as tl
+
+from kernels.attention.triton_bwd import dot  # dot(a, b, IEEE): a @ b, float32 accumulation
+
+
+@triton.jit
+def dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED: tl.constexpr,
+               IEEE: tl.constexpr):
+    """One step of the dK/dV kernel: the program holds a block of BLOCK_N keys, k and v
+    (BLOCK_N, D), and its float32 accumulators dk and dv (BLOCK_N, D); fold in BLOCK_M queries:
+    q and do (BLOCK_M, D) in the input dtype, lse (BLOCK_M,) the forward's log-sum-exp of
+    s · qk_scale in base 2, delta (BLOCK_M,) = rowsum(dO ∘ O). keys (BLOCK_N,) and rows
+    (BLOCK_M,) are their indices; qk_scale = log2(e) / sqrt(D). When MASKED (the causal
+    diagonal), query i sees key j only when j <= i. The kernel multiplies dk by 1 / sqrt(D)
+    when it stores it. Return (dk, dv)."""
+    ...
+'''
+
+DV_WRONG = ("dV = Pᵀ dO is wrong, so Pᵀ is: recompute it from the saved log-sum-exp, "
+            "pt = exp2(dot(k, tl.trans(q)) · qk_scale − lse[None, :]) (keys along the rows, lse "
+            "along the columns; exp2, since lse and qk_scale are in log2 units), then "
+            "dv += dot(pt, do): pt is already (BLOCK_N, BLOCK_M)")
+DK_WRONG = ("dV is right, so Pᵀ is; dK = dSᵀ Q is not: dSᵀ = Pᵀ ∘ (dPᵀ − Δ) with "
+            "dPᵀ = V dOᵀ = dot(v, tl.trans(do)) and Δ one number per query, along the columns "
+            "(delta[None, :]); then dk += dot(dst, q)")
+DQ_WRONG = ("dK and dV are right, dQ is not: the course's dQ kernel reads only the forward's lse "
+            "and Δ, so look at what your step changes besides dk and dv")
+CAUSAL_BWD = ("right without a mask, wrong with one: on the causal diagonal (MASKED) query i "
+              "sees key j only when j <= i: pt = tl.where(keys[:, None] <= rows[None, :], pt, "
+              "0.0) before dV and dS use it")
+LARGE_BWD = ("right on unit-sized scores, wrong on large ones: subtract lse inside the exponent, "
+             "2^(s · qk_scale − lse), never 2^(s · qk_scale) / 2^lse, which overflows")
+BLOCKS_BWD = ("right in 32 x 32 blocks, wrong in 16-query steps over 64-key blocks: keys run "
+              "along the rows (BLOCK_N), queries along the columns (BLOCK_M); a product or a "
+              "broadcast with the two swapped only works when they are equal")
+
+def _backward_cases(device: str, dtype: torch.dtype):
+    """(label, (q, k, v), causal, (dK/dV blocks, dQ blocks) or None, hint), simplest first."""
+    def qkv(*shape, scale=1.0):
+        return _qkv(device, dtype, *shape, scale=scale)
+
+    return [("one block 1x1x32x32, D=32", qkv(1, 1, 32, 32, 32), False, None, ""),
+            ("ragged 1x2x77x77, D=64", qkv(1, 2, 77, 77, 64), False, None, ""),
+            ("more keys than queries 1x1x20x70, D=16", qkv(1, 1, 20, 70, 16), False, None, ""),
+            ("one query 1x2x1x50, D=64", qkv(1, 2, 1, 50, 64), False, None, ""),
+            ("causal 1x2x130x130, D=32", qkv(1, 2, 130, 130, 32), True, None, CAUSAL_BWD),
+            ("causal cross 1x1x40x97, D=64", qkv(1, 1, 40, 97, 64), True, None, CAUSAL_BWD),
+            ("causal, queries past the keys 1x1x100x33, D=32", qkv(1, 1, 100, 33, 32), True,
+             None, CAUSAL_BWD),
+            ("causal, one query 1x2x1x40, D=16", qkv(1, 2, 1, 40, 16), True, None, CAUSAL_BWD),
+            ("causal, large scores 1x1x96x96, D=64, |s| ~ 36", qkv(1, 1, 96, 96, 64, scale=6.0),
+             True, None, LARGE_BWD),
+            ("causal 1x2x90x70, D=32, 16-query steps over 64-key blocks",
+             qkv(1, 2, 90, 70, 32), True, ((16, 64), (32, 32)), BLOCKS_BWD)]
+
+
+def _exact_gradients(q, k, v, causal: bool, do) -> dict[str, torch.Tensor]:
+    """dQ, dK, dV of softmax(q kᵀ / √D) v by float64 autograd."""
+    q, k, v = (t.detach().double().requires_grad_() for t in (q, k, v))
+    o = torch.softmax(_exact(q, k, v, causal), dim=-1) @ v
+    o.backward(do.double())
+    return {"dQ": q.grad, "dK": k.grad, "dV": v.grad}
+
+
+# the largest error of each gradient, relative to its largest value: the course's backward
+# stays under a tenth of these (fp32 exact products; fp16 rounds P and dS to 16 bits)
+GRAD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+@exercise("08.backward_dkdv", title="The backward's dK/dV step", stub=BACKWARD_STUB,
+          answers=("dkdv_block",), section=SECTION_BACKWARD, intro="""
+Write one step of the dK/dV kernel: `dkdv_block` of `triton_bwd.py`, with the same signature.
+The program holds one block of keys and walks the queries; each step recomputes that block's
+`Pᵀ` from the saved log-sum-exp and adds the queries' share to `dV = Pᵀ dO` and to
+`dK = dSᵀ Q` (the kernel applies the `1/√D` when it stores `dK`), with `dPᵀ = V dOᵀ` and
+`dSᵀ = Pᵀ ∘ (dPᵀ − Δ)`. Everything is transposed: keys along the rows, queries along the
+columns, so `lse` and `delta` broadcast as `[None, :]`. Round `Pᵀ` and `dSᵀ` to the input's dtype
+before their `dot` (the tensor cores want 16 bits). The check runs the lesson's forward, then its
+backward with your step in it (a fresh copy of `triton_bwd.py`), and compares dQ, dK and dV with
+float64 autograd: causal and not, Sq < Sk and Sq > Sk, ragged lengths, one query, large scores,
+blocks of 16 queries over 64 keys.""")
+def check_backward_dkdv(dkdv_block, report) -> None:
+    from kernels.attention import triton_bwd, triton_fwd
+
+    device, dtypes = _where()
+    seen: list[str] = []
+    module = _patched(triton_bwd, "dkdv_block", _watched(dkdv_block, ("dk", "dv"), seen))
+    checked = 0
+    for dtype in dtypes:
+        tol = GRAD_TOL[dtype]
+        for label, tensors, causal, blocks, why in _backward_cases(device, dtype):
+            q, k, v = tensors
+            do = torch.randn(q.shape, device=device).to(dtype)
+            o, lse2 = _quiet(triton_fwd.forward, q, k, v, causal)  # the course's forward
+            configs = None if blocks is None else tuple(module.Config(*b) for b in blocks)
+            got = dict(zip(("dQ", "dK", "dV"),
+                           _quiet(module.backward, q, k, v, o, lse2, do, causal,
+                                  configs=configs), strict=True))
+            _expect_float32(seen, "dkdv_block", f"{label} {str(dtype).removeprefix('torch.')}")
+            exact = _exact_gradients(q, k, v, causal, do)
+            # errors relative to each gradient's largest value (a hundredth of the largest of
+            # the three where one is all but zero: one causal query has dQ = 0)
+            floor = 1e-2 * max(e.abs().max().item() for e in exact.values())
+            for name, hint in (("dV", DV_WRONG), ("dK", DK_WRONG), ("dQ", DQ_WRONG)):
+                scale = max(exact[name].abs().max().item(), floor)
+                compare(got[name], exact[name].to(dtype),
+                        what=f"{label} {str(dtype).removeprefix('torch.')}: {name}",
+                        atol=tol * scale, rtol=tol, hint=why or hint)
+            checked += 1
+    report.line(f"dQ, dK and dV within {', '.join(f'{GRAD_TOL[d]:g}' for d in dtypes)} of "
+                f"float64 autograd (relative to the largest) on {checked // len(dtypes)} "
+                f"problems (causal and not, Sq != Sk both ways, ragged, one query, large "
+                f"scores); {_ran_on(device, dtypes)}")
+    if not device_is_cpu():
+        from course_utils import timing
+
+        q, k, v, do = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(4))
+        o, lse2 = triton_fwd.forward(q, k, v, False)
+        mine = timing.benchmark(lambda: module.backward(q, k, v, o, lse2, do, False),
+                                device="cuda").median
+        ours = timing.benchmark(lambda: triton_bwd.backward(q, k, v, o, lse2, do, False),
+                                device="cuda").median
+        report.line(timing.verdict("your backward ≥ 0.9× the course's", f"{ours / mine:.2f}×",
+                                   ours / mine >= 0.9, "B=4, H=16, S=4096, D=128, bf16, same "
+                                   "run"))

@@ -11,7 +11,7 @@ Two kernels share the work without atomics:
 
 * :func:`dkdv_kernel`, one program per block of **keys**: it holds that block's ``K``, ``V`` and
   its ``dK``, ``dV`` accumulators and walks the queries (only those at or after the block's
-  first key when causal);
+  first key when causal), one block of them per step (:func:`dkdv_block`);
 * :func:`dq_kernel`, one program per block of **queries**: it holds ``Q``, ``dO``, ``dQ`` and
   walks the keys (only up to the diagonal when causal), as the forward does.
 
@@ -78,11 +78,28 @@ def delta_kernel(o_ptr, do_ptr, delta_ptr, sob, soh, sos, sod, sdb, sdh, sds, sd
 
 
 @triton.jit
-def _dot(a, b, IEEE: tl.constexpr):
+def dot(a, b, IEEE: tl.constexpr):
+    """``a @ b`` on the tensor cores, fp32 accumulation; exact products (not tf32) when IEEE."""
     if IEEE:
         return tl.dot(a, b, input_precision="ieee")
     else:
         return tl.dot(a, b)
+
+
+@triton.jit
+def dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED: tl.constexpr,
+               IEEE: tl.constexpr):
+    """Fold BLOCK_M queries (q, do, their lse2 and Δ) into one key block's float32 (dk, dv)."""
+    # the transposed problem: keys along rows, queries along columns (Pᵀ, no transpose of P)
+    st = dot(k, tl.trans(q), IEEE)
+    pt = tl.math.exp2(st * qk_scale - lse[None, :])
+    if MASKED:  # causal diagonal: key j (row) is seen by query i (column) when j <= i
+        pt = tl.where(keys[:, None] <= rows[None, :], pt, 0.0)
+    dv += dot(pt.to(do.dtype), do, IEEE)
+    dpt = dot(v, tl.trans(do), IEEE)
+    dst = pt * (dpt - delta[None, :])
+    dk += dot(dst.to(q.dtype), q, IEEE)
+    return dk, dv
 
 
 @triton.jit
@@ -94,16 +111,7 @@ def _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m, rows0
     do = tl.load(do_ptrs + start_m * sds, mask=ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + rows, mask=ok, other=0.0)
     delta = tl.load(delta_ptr + rows, mask=ok, other=0.0)
-    # the transposed problem: keys along rows, queries along columns (Pᵀ, no transpose of P)
-    st = _dot(k, tl.trans(q), IEEE)
-    pt = tl.math.exp2(st * qk_scale - lse[None, :])
-    if MASKED:  # causal diagonal: key j (row) is seen by query i (column) when j <= i
-        pt = tl.where(keys[:, None] <= rows[None, :], pt, 0.0)
-    dv += _dot(pt.to(do.dtype), do, IEEE)
-    dpt = _dot(v, tl.trans(do), IEEE)
-    dst = pt * (dpt - delta[None, :])
-    dk += _dot(dst.to(q.dtype), q, IEEE)
-    return dk, dv
+    return dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED, IEEE)
 
 
 @triton.jit
@@ -160,16 +168,16 @@ def _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, sv
     else:
         k = tl.load(k_ptrs + start_n * sks)
         v = tl.load(v_ptrs + start_n * svs)
-    s = _dot(q, tl.trans(k), IEEE)
+    s = dot(q, tl.trans(k), IEEE)
     p = tl.math.exp2(s * qk_scale - lse[:, None])
     if MASKED:
         ok = (keys < seq_k)[None, :]
         if CAUSAL:
             ok = ok & (keys[None, :] <= rows[:, None])
         p = tl.where(ok, p, 0.0)
-    dp = _dot(do, tl.trans(v), IEEE)
+    dp = dot(do, tl.trans(v), IEEE)
     ds = p * (dp - delta[:, None])
-    dq += _dot(ds.to(k.dtype), k, IEEE)
+    dq += dot(ds.to(k.dtype), k, IEEE)
     return dq
 
 
