@@ -157,7 +157,7 @@ def op_mask_dropped(code: str) -> Iterator[str]:
 def op_guard_dropped(code: str) -> Iterator[str]:
     """A CUDA guard dropped: ``if (cond) statement;`` runs always."""
     for m in re.finditer(r"\bif \(", code):
-        end = _operand_end(code, m.end())
+        end = _argument_end(code, m.end())
         if end < len(code) and code[end] == ")" and code[end + 1:].strip():
             yield code[:m.start()] + code[end + 1:].lstrip()
 
