@@ -3,8 +3,10 @@ block skipping, the backward's dK/dV step), each a ``@triton.jit`` function that
 kernel of the course.
 
 Where it runs: on a CPU in Triton's interpreter, in fp32 and fp16 (the interpreter computes bf16
-``tl.dot`` wrongly: it converts bf16 after loading, so bf16 is checked only on a GPU); on a GPU
-compiled, in fp16 and bf16, then measured against SDPA's flash backend. Each check says which.
+``tl.dot`` wrongly: it converts bf16 after loading, so bf16 is checked only on a GPU; and its
+float32 ``tl.dot`` is made to round to tf32 unless asked for ``"ieee"``, as a GPU does); on a GPU
+compiled, in fp32, fp16 and bf16, then measured against SDPA's flash backend. Each check says
+which.
 
 The checks try the math's corners, not only random inputs: blocks of ``-inf`` before and after
 real values, large scores with and without a causal mask, causal with Sq < Sk and Sq > Sk, block
@@ -15,6 +17,7 @@ float64 autograd. ``exercises/solutions/lesson08.py`` keeps the wrong answers ea
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import sys
@@ -38,7 +41,42 @@ def _where() -> tuple[str, list[torch.dtype]]:
         return "cpu", [torch.float32, torch.float16]
     if not env.HAS_CUDA:
         raise CannotCheck("Triton needs a CUDA GPU or its interpreter (TRITON_INTERPRET=1)")
-    return "cuda", [torch.float16, torch.bfloat16]
+    return "cuda", [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _tf32(data: np.ndarray) -> np.ndarray:
+    """float32 values rounded to tf32 (10 mantissa bits, to nearest even), as tensor cores read
+    them."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x0FFF) + ((bits >> np.uint32(13)) & np.uint32(1)))
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@contextlib.contextmanager
+def _tensor_core_precision():
+    """In the interpreter: ``tl.dot`` on float32 operands rounds them to tf32 unless it was
+    given ``input_precision="ieee"``, as a GPU's tensor cores do (the interpreter itself
+    multiplies in full float32 whatever it is asked). Compiled, nothing changes."""
+    if not env.TRITON_INTERPRET:
+        yield
+        return
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if input_precision != ir.INPUT_PRECISION.IEEE and a.data.dtype == np.float32:
+            a = interpreter.TensorHandle(_tf32(a.data), a.dtype)
+            b = interpreter.TensorHandle(_tf32(b.data), b.dtype)
+        return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    builder.create_dot = create_dot
+    try:
+        yield
+    finally:
+        builder.create_dot = original
 
 
 def _ran_on(device: str, dtypes) -> str:
@@ -50,8 +88,9 @@ def _ran_on(device: str, dtypes) -> str:
 
 
 def _quiet(fn, *args, **kwargs):
-    # the interpreter runs exp in NumPy, which warns on the overflows a wrong answer makes
-    with np.errstate(all="ignore"):
+    # the interpreter runs exp in NumPy, which warns on the overflows a wrong answer makes;
+    # its tl.dot rounds float32 to tf32 where a GPU would
+    with np.errstate(all="ignore"), _tensor_core_precision():
         return fn(*args, **kwargs)
 
 
@@ -236,7 +275,8 @@ def _forward_with(name: str, fn, seen: list[str] | None = None):
 
 ONE_BLOCK = ("one block of keys, no mask: s = q kᵀ (tl.dot with tl.trans(k)), m_new = max(m_i, "
              "max(s) · qk_scale), p = exp2(s · qk_scale − m_new) (exp2: qk_scale holds log2 e), "
-             "l = l_i · alpha + Σ p, acc = acc · alpha + p v")
+             "l = l_i · alpha + Σ p, acc = acc · alpha + p v; with float32 inputs (IEEE) both "
+             "tl.dot need input_precision=\"ieee\", or the tensor cores multiply in tf32")
 RESCALE = ("with several blocks, what was summed relative to the old maximum shrinks when it "
            "grows: multiply both l_i and acc by alpha = exp2(m_i − m_new) before adding the "
            "block")
@@ -466,7 +506,8 @@ def dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED: tl
 DV_WRONG = ("dV = Pᵀ dO is wrong, so Pᵀ is: recompute it from the saved log-sum-exp, "
             "pt = exp2(dot(k, tl.trans(q)) · qk_scale − lse[None, :]) (keys along the rows, lse "
             "along the columns; exp2, since lse and qk_scale are in log2 units), then "
-            "dv += dot(pt, do): pt is already (BLOCK_N, BLOCK_M)")
+            "dv += dot(pt, do): pt is already (BLOCK_N, BLOCK_M); multiply with dot(a, b, IEEE) "
+            "(tl.dot alone multiplies float32 in tf32)")
 DK_WRONG = ("dV is right, so Pᵀ is; dK = dSᵀ Q is not: dSᵀ = Pᵀ ∘ (dPᵀ − Δ) with "
             "dPᵀ = V dOᵀ = dot(v, tl.trans(do)) and Δ one number per query, along the columns "
             "(delta[None, :]); then dk += dot(dst, q)")

@@ -123,6 +123,11 @@ _ATTEND_RAW_MAX = _attend(
 _ATTEND_INPUT_DTYPE = _attend(
     "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])",
     "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None]).to(v.dtype)  # acc in 16 bits")
+_ATTEND_TF32 = _attend('''    if IEEE:
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
+''', "    s = tl.dot(q, tl.trans(k))  # IEEE ignored: float32 scores from tf32 products\n")
 _ATTEND_NO_ROUNDING = _attend(
     "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])",
     "acc = tl.dot(p, v, acc * alpha[:, None])  # p stays float32 beside 16-bit v")
@@ -210,6 +215,8 @@ _BWD_QUOTIENT = _backward("pt = tl.math.exp2(st * qk_scale - lse[None, :])",
 _BWD_INPUT_DTYPE = _backward("dv += dot(pt.to(do.dtype), do, IEEE)",
                              "dv = (dv + dot(pt.to(do.dtype), do, IEEE)).to(do.dtype)  # dv in "
                              "16 bits")
+_BWD_TF32 = _backward("st = dot(k, tl.trans(q), IEEE)",
+                      "st = tl.dot(k, tl.trans(q))  # tf32 products for float32 inputs")
 _BWD_TRANSPOSED = _backward("dv += dot(pt.to(do.dtype), do, IEEE)",
                             "dv += dot(tl.trans(pt).to(do.dtype), do, IEEE)  # pt is already Pᵀ")
 _BWD_DELTA_ROWS = _backward("dst = pt * (dpt - delta[None, :])",
@@ -233,7 +240,8 @@ WRONG = {
                         "the block's maximum as the running one": _ATTEND_BLOCK_MAX,
                         "the running maximum in raw score units": _ATTEND_RAW_MAX,
                         "p not rounded to v's dtype": _ATTEND_NO_ROUNDING,
-                        "acc kept in the input dtype": _ATTEND_INPUT_DTYPE},
+                        "acc kept in the input dtype": _ATTEND_INPUT_DTYPE,
+                        "tf32 scores for float32 inputs": _ATTEND_TF32},
     "08.key_range": {"no causal skipping": _RANGE_NO_SKIP,
                      "every block masked": _RANGE_ALL_MASKED,
                      "the diagonal block skipped": _RANGE_NO_DIAGONAL,
@@ -249,6 +257,7 @@ WRONG = {
                          "the scale dropped from P": _BWD_NO_SCALE,
                          "P as a quotient of powers": _BWD_QUOTIENT,
                          "dV accumulated in the input dtype": _BWD_INPUT_DTYPE,
+                         "tf32 scores for float32 inputs": _BWD_TF32,
                          "Pᵀ transposed again": _BWD_TRANSPOSED,
                          "Δ broadcast along the keys": _BWD_DELTA_ROWS,
                          "dP where dPᵀ is needed": _BWD_DP},
