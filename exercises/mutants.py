@@ -42,7 +42,7 @@ from course_utils import env
 # the exercises in which the student writes a kernel (or a piece of one)
 KERNEL_EXERCISES = ("02.reverse", "02.silu_mul", "03.silu", "03.transpose", "03.warp_sum",
                     "05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity", "07.promote",
-                    "08.online_step", "08.attend_block", "08.key_range")
+                    "08.online_step", "08.attend_block", "08.key_range", "08.backward_dkdv")
 
 
 @dataclass(frozen=True)
