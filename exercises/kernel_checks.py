@@ -15,9 +15,13 @@ An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: descr
    reference solution's recorded GPU result (:func:`cpu_verdict`; the record is written by
    ``python -m exercises.gpu_check_kernels --record`` on a GPU);
 4. **on a GPU**: the kernel runs in a child process (a faulting kernel poisons the CUDA context
-   of its process; the notebook must survive it) on awkward shapes, with a guard zone of NaN
-   after the output that catches a write past its end (:func:`run_child`, :func:`guarded`),
-   then under compute-sanitizer's memcheck and racecheck (:func:`sanitize`), then it is timed.
+   of its process; the notebook must survive it) on awkward shapes, its input inside a poisoned
+   buffer (NaN around it: a read outside it that is used shows in the output) and its output
+   fenced on both sides (:func:`poisoned`, :func:`fenced`; :func:`run_child`), then its small
+   case, every tensor an exact allocation, under compute-sanitizer's memcheck and racecheck
+   (:func:`sanitize`: a read outside that is never used shows there), then the property the
+   lesson teaches from Nsight Compute's counters (coalescing, bank conflicts, 16-byte accesses:
+   :func:`access_counters`, :func:`expect_access`), then it is timed.
 
 ``python -m exercises.kernel_checks <exercise id> <source file> [--small]`` is the child: it
 runs the exercise's child function (:data:`CHILDREN`) and prints its verdict.
@@ -57,6 +61,15 @@ CHILDREN = {
     "07.promote": "exercises.lesson07_kernels:promote_child",
 }
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
+POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN
+FENCE = -1.0e30  # around an output: no kernel of these exercises writes it (NaN may be written)
+# the profiling call of each exercise whose property Nsight Compute measures: "module:function
+# (source) -> a callable launching the answer's kernel on the profiled cases"
+PROFILES = {
+    "03.silu": "exercises.lesson03:silu_profile",
+    "03.transpose": "exercises.lesson03:transpose_profile",
+    "03.warp_sum": "exercises.lesson03:warp_sum_profile",
+}
 SPLICED = ("the line numbers count from the first line of the kernel file the cell above shows, "
            "with your code in place of the '==== your code' line")
 WHOLE = "the line numbers count from the first line of your source string"
@@ -124,8 +137,11 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
              + ", ".join(f"int({e})" for e in expressions) + "};\n"
              "extern \"C\" __global__ void course_probe(int* out) "
              "{ out[threadIdx.x] = COURSE_PROBE[threadIdx.x]; }\n")
-    ptx = compile_answer(program + "\n" + table, "course_probe", "your code", output="ptx",
-                         **kwargs).ptx
+    try:
+        ptx = compile_answer(program + "\n" + table, "course_probe", "your code", output="ptx",
+                             **kwargs).ptx
+    except Mismatch as failed:
+        raise _not_constant(program, expressions, kwargs) or failed from None
     found = re.search(r"COURSE_PROBE\[(\d+)\](?: = \{([^}]*)\})?", ptx)
     if found is None:
         raise RuntimeError("the probe array is not in the PTX")
@@ -133,6 +149,40 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
     data = data.ljust(int(found.group(1)), b"\0")  # PTX leaves out trailing zero bytes
     return [int.from_bytes(data[i:i + 4], "little", signed=True)
             for i in range(0, len(data), 4)]
+
+
+def _not_constant(program: str, expressions: list[str], kwargs: dict) -> Mismatch | None:
+    """Where the probe of :func:`constant_table` fails because an expression is not a constant
+    (a constexpr function that reads past the end of an array, calls a non-constexpr intrinsic,
+    divides by zero, ...): a Mismatch naming the first such expression and NVRTC's notes on why.
+    None when the failure is something else (the program itself does not compile)."""
+    from course_utils import nvrtc
+
+    checks = "".join(f"constexpr int course_constant_{i} = int({e});\n"
+                     for i, e in enumerate(expressions))
+    options = {k: v for k, v in kwargs.items() if k in ("defines", "arch", "options")}
+    options.setdefault("arch", "sm_90")
+    try:
+        nvrtc.compile(program + "\n" + checks, None, output="ptx", verbose=False, **options)
+    except nvrtc.CompileError as err:
+        lines = str(err).splitlines()
+        for i, line in enumerate(lines):
+            if "expression must have a constant value" in line:
+                notes = []
+                for j, note in enumerate(lines[i + 1:], i + 1):
+                    if "error" in note:
+                        break
+                    if "note #" in note and "called from" not in note:
+                        said = re.sub(r"^.*?note #\d+-D:\s*", "", note).strip()
+                        code = lines[j + 1].strip() if j + 1 < len(lines) else ""
+                        notes.append(f"{said} (at `{code}`)" if code else said)
+                return Mismatch(
+                    "your code cannot be evaluated at compile time (the check evaluates your "
+                    "constexpr functions with NVRTC): " + ("; ".join(notes) or line.strip()),
+                    "an index past the end of an array is not a constant expression, nor is a "
+                    "call to a function that is not constexpr (an intrinsic, a 16-bit "
+                    "conversion): index inside the arrays and keep to plain arithmetic")
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,6 +226,38 @@ def guarded(n: int, device: str, guard: int = GUARD) -> tuple[torch.Tensor, torc
     and nothing else; any guard element no longer NaN is a write past the end."""
     buffer = torch.full((n + guard,), float("nan"), device=device)
     return buffer[:n], buffer[n:]
+
+
+def poisoned(x: torch.Tensor, pad: int = GUARD, offset: int = 0) -> torch.Tensor:
+    """A copy of ``x`` (contiguous, same shape) inside a buffer of NaN, ``pad + offset``
+    elements before it and ``pad`` after: a kernel that reads outside ``x`` and uses the value
+    gets NaN. With ``pad`` a multiple of 4 and ``offset`` 0 it keeps a fresh tensor's 16-byte
+    alignment; ``offset`` 1-3 puts it 4-12 bytes off."""
+    buffer = torch.full((x.numel() + 2 * pad + offset,), POISON, device=x.device, dtype=x.dtype)
+    inner = buffer[pad + offset:pad + offset + x.numel()].view(x.shape)
+    inner.copy_(x)
+    return inner
+
+
+def fenced(n: int, device: str, pad: int = GUARD, offset: int = 0):
+    """(an output of n float32 filled with :data:`FENCE`, a function that says where the kernel
+    wrote outside it, or None): ``pad`` fence elements on each side (``offset`` more before
+    it, for a misaligned output). A write before the start is caught as well as one past the
+    end, whatever value it writes (NaN included)."""
+    buffer = torch.full((n + 2 * pad + offset,), FENCE, device=device)
+    start = pad + offset
+    out = buffer[start:start + n]
+
+    def outside() -> str | None:
+        after = torch.nonzero(buffer[start + n:] != FENCE)
+        if len(after):
+            return f"past the end of y (element {n + int(after[0])}, y has {n})"
+        before = torch.nonzero(buffer[:start] != FENCE)
+        if len(before):
+            return f"before the start of y (element {int(before[-1]) - start})"
+        return None
+
+    return out, outside
 
 
 def child_source_file(id: str, source: str) -> Path:
@@ -270,6 +352,12 @@ class Spec:
     tolerance: tuple[float, float] = (0.0, 0.0)  # (atol, rtol)
     hint: str = ""  # for a wrong value
     barriers: bool = False  # a tile in shared memory: a barrier between its stores and loads
+    # the property the lesson teaches, measured on a GPU by Nsight Compute: the shapes profiled
+    # (by PROFILES[id], usually :func:`spec_profile`), what it measures in words, and
+    # access(launches) -> report lines (a Mismatch when the property does not hold)
+    profile_shapes: tuple[tuple[int, ...], ...] = ()
+    measures: str = ""
+    access: Callable | None = None
 
 
 def _shapes(shapes) -> str:
@@ -288,17 +376,21 @@ def check_spec(spec: Spec, source, report: Report) -> None:
     verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}, "
                 f"{found.resources.registers} registers a thread, no local memory")
     if not env.HAS_CUDA:
+        measured = (f", {spec.measures} (Nsight Compute's counters)" if spec.access else "")
         raise cpu_verdict(spec.id, report, [verified], "running it on awkward shapes "
-                          f"({_shapes(spec.shapes[:4])}, ...) against the reference, a guard "
-                          f"zone past the output, compute-sanitizer ({', '.join(spec.sanitize)})"
-                          " and the speed: they need a GPU")
+                          f"({_shapes(spec.shapes[:4])}, ...) against the reference, with its "
+                          "input poisoned and its output fenced, compute-sanitizer "
+                          f"({', '.join(spec.sanitize)}){measured} and the speed: they need a "
+                          "GPU")
     report.line(verified)
     expect_child_ok(run_child(spec.id, source), spec.hint, "an index past the end of x or y: "
                     "check every thread's bounds before it loads or stores")
-    report.line(f"matches the reference on {_shapes(spec.shapes)} (in a child process; "
-                "nothing written past the output)")
+    report.line(f"matches the reference on {_shapes(spec.shapes)} (in a child process; x "
+                "inside NaN, nothing written outside y)")
     for line in sanitize(spec.id, source, spec.sanitize):
         report.line(line)
+    if spec.access:
+        expect_access(spec.id, source, spec.kernel, report, spec.measures, spec.access)
     from course_utils import nvrtc
     from exercises import bandwidth_verdict
 
@@ -308,24 +400,33 @@ def check_spec(spec: Spec, source, report: Report) -> None:
     bandwidth_verdict(report, lambda: spec.launch(kernel, x, y), (), spec.nbytes(x))
 
 
-def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda") -> dict:
-    """Every shape against the reference, the guard untouched (``kernel``: the loaded answer,
-    or any callable taking the same arguments, so this runs on a CPU too)."""
+def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda",
+              exact: bool = False) -> dict:
+    """Every shape against the reference (``kernel``: the loaded answer, or any callable taking
+    the same arguments, so this runs on a CPU too): x inside NaN (:func:`poisoned`), y fenced
+    on both sides (:func:`fenced`), x unchanged after the call. ``exact``: x and y each an
+    allocation of its own exact size instead (for compute-sanitizer, which sees an access
+    outside an allocation, not outside a view)."""
     for shape in shapes or spec.shapes:
         label = "x".join(map(str, shape))
         print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        x = spec.make(shape, device)
+        made = spec.make(shape, device)
+        x = made if exact else poisoned(made)
         out = spec.out_shape(x)
-        y, guard = guarded(math.prod(out), device)
-        y = y.view(out)
+        if exact:
+            y, outside = torch.full(out, FENCE, device=device), (lambda: None)
+        else:
+            flat, outside = fenced(math.prod(out), device)
+            y = flat.view(out)
         spec.launch(kernel, x, y)
         if device == "cuda":
             torch.cuda.synchronize()
-        if not guard.isnan().all():
-            first = int(torch.nonzero(~guard.isnan())[0])
-            return {"mismatch": f"{label}: your kernel wrote past the end of y (element "
-                                f"{y.numel() + first}, y has {y.numel()})",
+        if where := outside():
+            return {"mismatch": f"{label}: your kernel wrote {where}",
                     "hint": "a thread whose row or column is out of range must not store"}
+        if not exact and not torch.equal(x, made):
+            return {"mismatch": f"{label}: your kernel changed x (its input)",
+                    "hint": "store into y only"}
         try:
             atol, rtol = spec.tolerance
             compare(y.cpu(), spec.reference(x).cpu(), what=label, atol=atol, rtol=rtol)
@@ -335,12 +436,138 @@ def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda") -> dict:
 
 
 def spec_child(spec: Spec, source: str, small: bool) -> dict:
-    """The child of a whole-kernel answer: every shape (``small``: the last one only, for the
-    sanitizer)."""
+    """The child of a whole-kernel answer: every shape (``small``: the last one only, each
+    tensor an exact allocation, for the sanitizer)."""
     from course_utils import nvrtc
 
     kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
-    return run_cases(spec, kernel, shapes=spec.shapes[-1:] if small else None)
+    return run_cases(spec, kernel, shapes=spec.shapes[-1:] if small else None, exact=small)
+
+
+# --------------------------------------------------------------------------------------------
+# On a GPU: the property the lesson teaches, from Nsight Compute's counters
+# --------------------------------------------------------------------------------------------
+
+# per launch: global sectors and requests (coalescing), shared-memory wavefronts per
+# instruction (bank conflicts: 1 wavefront for a conflict-free 4-byte access, 32 for 32-way)
+ACCESS_METRICS = (
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum",
+    "smsp__sass_inst_executed_op_shared_st.sum",
+)
+# thread-level global loads and stores actually made (the kernel instrumented by ncu): asked
+# for with the others, and left out on a second try where this ncu does not know them
+THREAD_METRICS = (
+    "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_global_st_pred_on.sum",
+)
+
+
+def profile_setup(id: str, path: str):
+    """Runs under ncu (:func:`course_utils.ncu.profile`'s child): the call that launches the
+    answer in file ``path`` on exercise ``id``'s profiled cases (:data:`PROFILES`)."""
+    module, function = PROFILES[id].split(":")
+    return getattr(importlib.import_module(module), function)(Path(path).read_text())
+
+
+def spec_profile(spec: Spec, source: str):
+    """The profiling call of a whole-kernel answer: one launch per ``spec.profile_shapes``."""
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
+    tensors = []
+    for shape in spec.profile_shapes:
+        x = spec.make(shape, "cuda")
+        tensors.append((x, torch.empty(spec.out_shape(x), device="cuda")))
+
+    def call():
+        for x, y in tensors:
+            spec.launch(kernel, x, y)
+
+    return call
+
+
+def access_counters(id: str, source: str, kernel: str, timeout: float = 600) -> list[dict] | str:
+    """Nsight Compute's counters (:data:`ACCESS_METRICS`, :data:`THREAD_METRICS` where this ncu
+    has them) of each launch of ``kernel`` in exercise ``id``'s profiling call, in launch order;
+    or a string saying why they could not be read (no ncu, no permission for the counters)."""
+    from course_utils import ncu
+
+    if reason := ncu.unavailable_reason():
+        return reason
+    path = child_source_file(id, source)
+    error = ""
+    for metrics in (ACCESS_METRICS + THREAD_METRICS, ACCESS_METRICS):
+        try:
+            found = ncu.profile(f"{__name__}:profile_setup", id, str(path), sections=(),
+                                metrics=metrics, label=id, timeout=timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as err:
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            error = next((ln for ln in lines if "ERR_NVGPUCTRPERM" in ln or "==ERROR==" in ln),
+                         lines[-1] if lines else "ncu failed")
+            continue
+        return [k.metrics for k in found.kernels if kernel in k.name]
+    return f"Nsight Compute could not profile it: {error[:300]}"
+
+
+def per_use(launch: dict, op: str, nbytes: int) -> float | None:
+    """Global ``op`` ("ld" or "st") sectors the launch moved per 32-byte sector of data it had
+    to move (``nbytes``): 1 when every byte fetched is used (coalesced), up to 8 when each
+    4-byte access of a warp costs a sector of its own (strided). None where not measured."""
+    sectors = launch.get(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
+    if not isinstance(sectors, float) or nbytes <= 0:
+        return None
+    return sectors / (nbytes / 32)
+
+
+def wavefronts(launch: dict, op: str) -> float | None:
+    """Shared-memory wavefronts per ``op`` ("ld" or "st") instruction of the launch: 1 without
+    bank conflicts (4-byte accesses), k for a k-way conflict. None where not measured."""
+    waves = launch.get(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum")
+    count = launch.get(f"smsp__sass_inst_executed_op_shared_{op}.sum")
+    if not isinstance(waves, float) or not isinstance(count, float) or not count:
+        return None
+    return waves / count
+
+
+UNMEASURED = "not verified on this GPU: "  # how a line about a measurement not made starts
+
+
+def unmeasured(report: Report, what: str, why: str) -> None:
+    """``what`` could not be measured on this GPU: a report line saying so (the check may still
+    pass on the values), and under COURSE_STRICT=1 CannotCheck (a GPU run must not pass by
+    skipping a measurement)."""
+    line = f"{UNMEASURED}{what} ({why})"
+    if env.STRICT:
+        raise CannotCheck(line + "; COURSE_STRICT=1 needs it measured")
+    report.line(line)
+
+
+def expect_access(id: str, source: str, kernel: str, report: Report, what: str,
+                  verdict: Callable[[list[dict]], list[str]]) -> None:
+    """Profile exercise ``id``'s answer under Nsight Compute and let ``verdict`` (launches ->
+    report lines, a Mismatch where the property fails, a line starting with
+    :data:`UNMEASURED` for a counter this ncu did not give) judge it; where ncu cannot measure
+    here, :func:`unmeasured`."""
+    found = access_counters(id, source, kernel)
+    if isinstance(found, str):
+        unmeasured(report, what, found)
+        return
+    if not found:
+        unmeasured(report, what, f"Nsight Compute profiled no launch of {kernel}")
+        return
+    for line in verdict(found):
+        if line.startswith(UNMEASURED):
+            unmeasured(report, line[len(UNMEASURED):], "a counter missing")
+        else:
+            report.line(line)
 
 
 def main(argv: list[str]) -> int:

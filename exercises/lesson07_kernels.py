@@ -82,6 +82,25 @@ def _backward_branch(ptx: str) -> bool:
     return False
 
 
+def _waits_on_result(ptx: str) -> bool:
+    """True when the predicate that mbarrier.try_wait writes is read by something that depends
+    on it (a branch on it, a selp with two different values, ...): the loop can see the answer."""
+    lines = [ln.strip() for ln in ptx.splitlines()]
+    for i, line in enumerate(lines):
+        m = re.search(r"mbarrier\.try_wait\S*\s+(%?\w+)\s*,", line)
+        if not m:
+            continue
+        pred = re.escape(m.group(1))
+        for later in lines[i + 1:]:
+            if not re.search(rf"(?<![\w%]){pred}\b", later):
+                continue
+            selp = re.match(r"selp\.\w+\s+[^,]+,\s*([^,]+),\s*([^,]+),", later)
+            if selp and selp.group(1).strip() == selp.group(2).strip():
+                continue  # selp d, x, x, p: the same either way
+            return True
+    return False
+
+
 @exercise("07.parity", title="The parity wait of a two-slot ring (CUDA, sm_90a)",
           stub=PARITY_STUB, answers=("RING_WAIT",), section="The steps",
           before=["""from exercises import kernel_checks
@@ -99,11 +118,12 @@ the check evaluates it with NVRTC) and `ring_wait` (inline PTX, as `mbar_try_wai
 `kernels/matmul/hopper/hopper.cuh` does; write the loop yourself).
 
 The check compiles the kernel for sm_90a with NVRTC on any machine, evaluates `tile_parity` for
-eight tiles, reads `ring_wait`'s PTX (the instruction, its parity operand, a loop) and the
-kernel's SASS (`SYNCS` for the mbarrier wait, `HGMMA`, no local memory). On a Hopper GPU it
-runs the kernel in a child process on ragged shapes and a long K (the ring wraps many times)
-against a float64 reference. A wrong parity does not hang: it lets the warps read a slot before
-its tile has landed.""")
+eight tiles, reads `ring_wait`'s PTX (the instruction, its parity operand, a loop on its
+answer, and the barrier's address: the one given, in the `.shared` state space the instruction
+names, not a generic pointer) and the kernel's SASS (`SYNCS` for the mbarrier wait, `HGMMA`,
+no local memory). On a Hopper GPU it runs the kernel in a child process on ragged shapes and a
+long K (the ring wraps many times) against a float64 reference. A wrong parity does not hang:
+it lets the warps read a slot before its tile has landed.""")
 def check_parity(code, report) -> None:
     kernel_checks.expect_source(code, "RING_WAIT")
     expect("mbar_wait(" not in code, "ring_wait calls hopper.cuh's mbar_wait, which already "
@@ -118,12 +138,32 @@ def check_parity(code, report) -> None:
            f"tile_parity(0..7) = {parities}; the phases the tiles complete have parities {want}",
            "tile kt is phase kt / 2 of slot kt % 2's barrier: its parity is (kt / 2) & 1, "
            "flipping each time the ring wraps")
+    # the probe: ring_wait on the middle one of three barriers, so that its PTX shows which
+    # barrier, in which state space, the wait is given
     probe = program + ("extern \"C\" __global__ void course_wait(u32 parity) {\n"
-                       "    __shared__ u64 bar;\n    ring_wait(&bar, parity);\n}\n")
+                       "    __shared__ u64 bars[3];\n    ring_wait(&bars[1], parity);\n}\n")
     ptx = _ring_compile(probe, "course_wait", output="ptx").ptx
     waits = [ln for ln in ptx.splitlines() if "mbarrier.try_wait.parity" in ln]
     expect(bool(waits), "ring_wait's PTX has no mbarrier.try_wait.parity",
            "the instruction must be in ring_wait (inline asm, or mbar_try_wait)")
+    if errors := sass_checks.state_space_errors(ptx, "course_wait"):
+        raise Mismatch(f"an inline-PTX operand in the wrong state space: {errors[0]}. That is "
+                       "undefined behaviour: it may happen to work on one GPU and not another",
+                       "mbarrier.*.shared::cta takes a 32-bit address in shared memory: "
+                       "\"r\"(smem_addr(bar)) (hopper.cuh's, i.e. __cvta_generic_to_shared), "
+                       "not \"l\"(bar)")
+    for address in sass_checks.ptx_addresses(ptx, "course_wait"):
+        if "mbarrier" in address.op and address.offset is not None:
+            expect(address.symbol and address.symbol.endswith("bars") and address.offset == 8,
+                   f"ring_wait(&bars[1], ...) waits at {address.offset - 8:+d} bytes from "
+                   f"bars[1] ({address.line}): another barrier than the one it is given (for "
+                   "slot 1 of the ring, full[2]: one past the end of full)",
+                   "pass the address of bar itself: smem_addr(bar)")
+    expect(_waits_on_result(ptx),
+           "ring_wait's loop does not depend on what try_wait.parity answered (its predicate "
+           "is never read, or both values of the selp are the same): it stops after one try "
+           "whether or not the phase has completed",
+           "selp.u32 %0, 1, 0, p; and loop while it is 0")
     expect(all(re.search(r",\s*%r\d+;", ln) for ln in waits),
            f"ring_wait waits for a fixed parity ({waits[0].strip()}), not its argument",
            "pass parity to the instruction as a register operand: \"r\"(parity)")
@@ -134,7 +174,8 @@ def check_parity(code, report) -> None:
     sass_checks.expect_opcodes(sass, RING_SASS)
     sass_checks.expect_no_spills(sass, "the kernel")
     verified = (f"tile_parity(0..7) = {parities}; ring_wait spins on mbarrier.try_wait.parity "
-                f"with its parity argument; {RING_KERNEL} compiles for sm_90a "
+                "with its parity argument, on the barrier it is given, a .shared address to a "
+                f".shared instruction (its PTX); {RING_KERNEL} compiles for sm_90a "
                 f"({sass.count('SYNCS')} SYNCS, {sass.count('HGMMA')} HGMMA, "
                 f"{sass.resources.registers} registers, no local memory)")
     result = _run_on_hopper("07.parity", program, report, verified,

@@ -133,3 +133,126 @@ def shared_memory_races(sass: str) -> str | None:
                     "follow this iteration's loads (LDS) with no barrier (BAR.SYNC) between: a "
                     "fast thread overwrites the tile while slower ones still read it")
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Inline PTX: the state space of each address (a generic address given to a .shared instruction)
+# --------------------------------------------------------------------------------------------
+
+_PTX_INSTRUCTION = re.compile(r"^\s*(?:@!?%?\w+\s+)?(?P<op>[a-z][\w.:]*)\s+(?P<args>[^;]*);")
+_PTX_SPACES = (".shared", ".global", ".local", ".param", ".const")
+# instructions that take an address: with no state space qualifier they take a generic one
+_PTX_MEMORY = ("ld.", "st.", "atom.", "red.", "mbarrier.", "cp.", "ldmatrix.", "stmatrix.",
+               "prefetch.", "multimem.")
+
+
+@dataclass(frozen=True)
+class PtxAddress:
+    """The address operand of one memory instruction of the PTX, as far as it can be traced
+    back: ``space`` "shared" (a .shared window address: a shared symbol or cvta.to.shared),
+    "generic" (cvta.shared / cvta.global / a kernel parameter: a generic address) or None
+    (unknown), ``symbol`` and byte ``offset`` where known."""
+
+    line: str  # the instruction, as written in the PTX
+    op: str  # its opcode with qualifiers
+    wants: str  # "shared" (a .shared / .shared::cta / .shared::cluster instruction) or "generic"
+    space: str | None
+    symbol: str | None
+    offset: int | None
+    inline: bool  # inside an inline-asm block (the student's asm)
+
+
+def _ptx_operands(args: str) -> list[str]:
+    return [a.strip() for a in re.split(r",(?![^\[{]*[\]}])", args) if a.strip()]
+
+
+def ptx_addresses(ptx: str, function: str | None = None) -> list[PtxAddress]:
+    """Every address operand of a shared, or generic, memory instruction in ``ptx`` (only in
+    ``.entry``/``.func`` ``function`` when given), traced back through mov, add, cvt and cvta
+    to where it came from (a symbol and its state space, or a kernel parameter)."""
+    if function is not None:
+        start = re.search(rf"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?{re.escape(function)}\b", ptx)
+        if start is None:
+            raise ValueError(f"{function} is not in the PTX")
+        ptx = ptx[start.start():]
+        ptx = ptx[:ptx.find("\n}\n") + 3] if "\n}\n" in ptx else ptx
+    spaces = {m.group(2): m.group(1)[1:] for m in
+              re.finditer(r"^\s*(?:\.extern\s+|\.visible\s+|\.weak\s+)*(\.shared|\.global|"
+                          r"\.const|\.local)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)", ptx, re.M)}
+    values: dict[str, tuple[str | None, str | None, int | None]] = {}
+    found, inline = [], False
+
+    def value(operand: str) -> tuple[str | None, str | None, int | None]:
+        operand = operand.strip()
+        if operand in values:
+            return values[operand]
+        if operand in spaces:  # a symbol's address in its own state space
+            return ("shared" if spaces[operand] == "shared" else "generic"
+                    if spaces[operand] == "global" else None, operand, 0)
+        return None, None, None
+
+    for line in ptx.splitlines():
+        if "begin inline asm" in line:
+            inline = True
+        elif "end inline asm" in line:
+            inline = False
+        m = _PTX_INSTRUCTION.match(line)
+        if not m:
+            continue
+        op, args = m.group("op"), _ptx_operands(m.group("args"))
+        if op.startswith(_PTX_MEMORY) and (address := re.search(
+                r"\[\s*(%?[\w$]+)\s*(?:\+\s*(-?\d+))?\s*\]", m.group("args"))):
+            space_of_op = next((s for s in _PTX_SPACES if s in op), None)
+            if space_of_op in (None, ".shared"):
+                space, symbol, offset = value(address.group(1))
+                if offset is not None and address.group(2):
+                    offset += int(address.group(2))
+                found.append(PtxAddress(line.strip(), op, "shared" if space_of_op else
+                                        "generic", space, symbol, offset, inline))
+        if not args or not args[0].startswith("%"):
+            continue
+        dest, sources = args[0], args[1:]
+        if op.startswith("mov.") and len(sources) == 1:
+            values[dest] = value(sources[0])
+        elif op.startswith("cvta.to.shared"):
+            _, symbol, offset = value(sources[0])
+            values[dest] = ("shared", symbol, offset)
+        elif op.startswith("cvta."):  # .shared / .global / .local -> generic
+            _, symbol, offset = value(sources[0])
+            values[dest] = ("generic", symbol, offset)
+        elif op.startswith("cvt.") and len(sources) == 1:
+            values[dest] = value(sources[0])
+        elif op.startswith("ld.param") and re.search(r"\.[us]64|\.b64", op):
+            values[dest] = ("generic", None, None)  # a pointer argument: a generic address
+        elif op.startswith(("add.", "sub.")) and len(sources) == 2:
+            (space, symbol, offset), other = value(sources[0]), sources[1]
+            if re.fullmatch(r"-?\d+", other) and offset is not None:
+                values[dest] = (space, symbol, offset + int(other) * (1 if op[0] == "a" else -1))
+            else:
+                second = value(other)
+                values[dest] = (space or second[0], symbol or second[1], None)
+        else:
+            values[dest] = (None, None, None)
+    return found
+
+
+def state_space_errors(ptx: str, function: str | None = None, inline_only: bool = True
+                       ) -> list[str]:
+    """What is wrong with the state spaces of the addresses the PTX's memory instructions take
+    (the inline asm's only, by default): a generic address given to a ``.shared`` /
+    ``.shared::cta`` / ``.shared::cluster`` instruction (undefined behaviour that may happen to
+    work), or a shared-window address given to an instruction with no state space (which reads
+    it as a generic address). Empty: nothing wrong seen."""
+    errors = []
+    for a in ptx_addresses(ptx, function):
+        if inline_only and not a.inline:
+            continue
+        if a.wants == "shared" and a.space == "generic":
+            errors.append(f"`{a.line}` is a shared-memory instruction ({a.op}) given a generic "
+                          "address (what a C++ pointer such as &bar holds: cvta.shared of it, "
+                          "or a pointer argument), not an address in the .shared state space")
+        elif a.wants == "generic" and a.space == "shared":
+            errors.append(f"`{a.line}` has no state space (a generic instruction) but is given "
+                          "an address in the .shared state space (from __cvta_generic_to_shared"
+                          "): it reads that number as a generic address")
+    return errors

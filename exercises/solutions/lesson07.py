@@ -163,6 +163,19 @@ import torch
 def RING_WAIT(a, b):
     return a @ b
 ''',
+    # the pointer itself: a generic 64-bit address given to a .shared::cta instruction
+    # (undefined behaviour that happens to work on some GPUs)
+    "generic address": _parity('"r"(smem_addr(bar))', '"l"(bar)'),
+    # the generic address cut to 32 bits: the right width, still not a shared-memory address
+    "generic address cut to 32 bits": _parity('"r"(smem_addr(bar))',
+                                              '"r"(u32(reinterpret_cast<u64>(bar)))'),
+    # the .shared::cta qualifier dropped: a generic mbarrier instruction handed the 32-bit
+    # shared-window address, which it reads as a generic one
+    "generic instruction": _parity(".shared::cta.b64", ".b64"),
+    # the next barrier (slot 1 waits on full[2], one past the end of full)
+    "the next barrier": _parity('"r"(smem_addr(bar))', '"r"(smem_addr(bar + 1))'),
+    # the answer of try_wait thrown away: done whatever it says, one try and on
+    "answer ignored": _parity("selp.u32 %0, 1, 0, p;", "selp.u32 %0, 1, 1, p;"),
 }
 
 
@@ -204,4 +217,48 @@ WRONG["07.promote"] = {
 def PROMOTE(d, part, scale):
     return d + part * scale
 ''',
+    # one register group past the end: part[64..67] read, d[64 h + 64..67] written (outside d
+    # for a 128-wide tile, the other half's registers for a 256-wide one)
+    "one past the end": _promote("j < 16", "j <= 16"),
+    # the halves 128 registers apart: half 1 of a 128 x 256 tile lands past the end of d
+    "half past the end": _promote("d[64 * h + 4 * j + 0]", "d[128 * h + 4 * j + 0]")
+    .replace("d[64 * h + 4 * j + 1]", "d[128 * h + 4 * j + 1]")
+    .replace("d[64 * h + 4 * j + 2]", "d[128 * h + 4 * j + 2]")
+    .replace("d[64 * h + 4 * j + 3]", "d[128 * h + 4 * j + 3]"),
+    # B's block scale forgotten: right only where the 128 x 128 block's scale is 1
+    "block scale forgotten": _promote("const float lo = row_lo * block, hi = row_hi * block;",
+                                      "const float lo = row_lo, hi = row_hi;"),
+    # the running sum scaled with this tile's scales: the earlier tiles' scales multiply again
+    "rescales the running sum": _promote("d[64 * h + 4 * j + 0] += part[4 * j + 0] * lo;",
+                                         "d[64 * h + 4 * j + 0] = (d[64 * h + 4 * j + 0] + "
+                                         "part[4 * j + 0]) * lo;")
+    .replace("d[64 * h + 4 * j + 1] += part[4 * j + 1] * lo;",
+             "d[64 * h + 4 * j + 1] = (d[64 * h + 4 * j + 1] + part[4 * j + 1]) * lo;")
+    .replace("d[64 * h + 4 * j + 2] += part[4 * j + 2] * hi;",
+             "d[64 * h + 4 * j + 2] = (d[64 * h + 4 * j + 2] + part[4 * j + 2]) * hi;")
+    .replace("d[64 * h + 4 * j + 3] += part[4 * j + 3] * hi;",
+             "d[64 * h + 4 * j + 3] = (d[64 * h + 4 * j + 3] + part[4 * j + 3]) * hi;"),
+    # the scaled product rounded to 16 bits before it is added (a half-precision promotion)
+    "product in 16 bits": _promote("+= part[4 * j + 0] * lo;",
+                                   "+= __half2float(__float2half(part[4 * j + 0] * lo));")
+    .replace("+= part[4 * j + 1] * lo;", "+= __half2float(__float2half(part[4 * j + 1] * lo));")
+    .replace("+= part[4 * j + 2] * hi;", "+= __half2float(__float2half(part[4 * j + 2] * hi));")
+    .replace("+= part[4 * j + 3] * hi;", "+= __half2float(__float2half(part[4 * j + 3] * hi));"),
+}
+
+# the mechanical mutants (exercises/mutants.py) that behave exactly like the solution
+EQUIVALENT = {
+    "07.parity": {
+        r'constant: line 13: " selp.u32 %0, 1, 0, p;\n}"  ->  " selp.u32 %0, 2, 0, p;\n}"':
+            "done is only tested by while (!done): 2 and 1 are both true, 0 stays 0, so the loop "
+            "stops on exactly the same try_wait answers",
+    },
+    "07.promote": {
+        "term dropped: line 8: d[64 * h + 4 * j + 0] += part[4 * j + 0] * lo;  ->  "
+        "d[64 * h + 4 * j] += part[4 * j + 0] * lo;":
+            "4 * j + 0 is 4 * j: the same index of d, the same code",
+        "term dropped: line 8: d[64 * h + 4 * j + 0] += part[4 * j + 0] * lo;  ->  "
+        "d[64 * h + 4 * j + 0] += part[4 * j] * lo;":
+            "4 * j + 0 is 4 * j: the same register of part, the same code",
+    },
 }
