@@ -196,9 +196,10 @@ addresses: `store_offset(row, chunk)`, where the copy puts a 16-byte chunk, and
 to both (`mma.cu`'s: chunk `c` of row `r` at chunk `c ^ ((r / (8 / CHUNKS)) % CHUNKS)`), so that
 every phase reads 8 different bank groups and every lane still gets the element the `mma` expects.
 Both are `constexpr`: the check has NVRTC evaluate them for every row, chunk, warp, lane and
-k-step (no GPU needed), compiles the loader for sm_90 and reads its SASS (`LDSM`, no local
-memory). On a GPU it runs the loader and compares what `ldmatrix` gave every lane with the
-fragment layout of the PTX ISA.""")
+k-step (no GPU needed), counts the bank conflicts of the copy's stores and of every `ldmatrix`
+phase, compiles the loader for sm_90 and reads its SASS (`LDSM`, no local memory). On a GPU it
+runs the loader and compares what `ldmatrix` gave every lane with the fragment layout of the PTX
+ISA.""")
 def check_swizzle_cuda(offsets, report) -> None:
     kernel_checks.expect_source(offsets, "OFFSETS")
     program = kernel_checks.splice(SWIZZLE_CU, offsets)
@@ -238,11 +239,25 @@ def check_swizzle_cuda(offsets, report) -> None:
                        f"{max(groups.count(g) for g in groups)}-way conflict",
                        "with 4 chunks a row, 2 consecutive rows share a 128-byte line: XOR "
                        "with (row / 2) % 4, not row % 4")
+    # the copy's 16-byte stores: thread t stores chunk i = t + 128 j; a warp's 32 stores go in 4
+    # phases of 8 threads, each conflict-free only where its 8 chunks land in 8 bank groups
+    threads = 128
+    for first in range(0, rows * chunks, 8):
+        groups = [(stores[i] // 16) % 8 for i in range(first, first + 8)]
+        expect(len(set(groups)) == 8,
+               f"the copy's 16-byte stores of threads {first % threads}..{first % threads + 7} "
+               f"(chunks {first}..{first + 7}: rows {first // chunks}..{(first + 7) // chunks}) "
+               f"go to bank groups {groups}, a {max(groups.count(g) for g in groups)}-way "
+               "conflict: the conflicts moved from the ldmatrix reads to the stores",
+               "keep each row's chunks in its own 64 bytes (row * ROW_BYTES + 16 * a chunk): "
+               "8 consecutive chunks are 2 rows, 8 bank groups; the XOR only permutes within "
+               "a row")
     sass = sass_checks.sass_report(compiled)
     expect(sass.count("LDSM") > 0, "the SASS has no ldmatrix (LDSM)", "keep the given loader")
     sass_checks.expect_no_spills(sass, "the loader")
     verified = ("store_offset and ldmatrix_offset agree for every row, chunk, warp, lane and "
-                "k-step; every ldmatrix phase reads 8 bank groups (no conflict); the loader "
+                "k-step; every ldmatrix phase reads 8 bank groups and every 8 threads of the "
+                "copy store into 8 (no conflict either way); the loader "
                 f"compiles for sm_90 with {sass.count('LDSM')} LDSM and no local memory")
     report.line(verified)
     if not env.HAS_CUDA:

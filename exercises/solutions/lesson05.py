@@ -127,6 +127,31 @@ __host__ __device__ constexpr int ldmatrix_offset(int warp, int lane, int step) 
 def OFFSETS(row, chunk):
     return row * 64 + 16 * (chunk ^ (row // 2 % 4))
 ''',
+    # the bank conflicts moved from the loads to the stores: a chunk-major tile (all rows of
+    # chunk 0, then chunk 1, ...) makes each ldmatrix phase read 128 contiguous bytes, but the
+    # copy's 8 threads of a phase store 2 rows x 4 chunks into 2 bank groups (a 4-way conflict)
+    "conflicts moved to the stores": '''
+OFFSETS = r"""
+__host__ __device__ constexpr int store_offset(int row, int chunk) {
+    return (chunk * ROWS + row) * 16;
+}
+
+__host__ __device__ constexpr int ldmatrix_offset(int warp, int lane, int step) {
+    return ((2 * step + lane / 16) * ROWS + 16 * warp + lane % 16) * 16;
+}
+"""
+''',
+    # XOR with (row / 8) % CHUNKS: the 8 rows of a phase share one XOR, a 4-way conflict
+    "XOR of every 8 rows": _swizzle("chunk ^ ((row / (8 / CHUNKS)) % CHUNKS)",
+                                    "chunk ^ ((row / 8) % CHUNKS)"),
+    # one chunk further on both sides: consistent, but the last chunk of every row lands in
+    # the next row and the tile's last one 16 bytes past its end
+    "one chunk past the end": _swizzle("row * ROW_BYTES + swizzle(row, chunk) * 16",
+                                       "row * ROW_BYTES + (swizzle(row, chunk) + 1) * 16").replace(
+        "2 * step + lane / 16) * 16", "2 * step + lane / 16) * 16 + 16"),
+    # ldmatrix pointed one row down: warp 3's lane 15 reads row 64, past the tile
+    "ldmatrix one row down": _swizzle("return (16 * warp + lane % 16) * ROW_BYTES",
+                                      "return (16 * warp + lane % 16 + 1) * ROW_BYTES"),
 }
 
 SOLUTIONS["05.triton_dot"] = '''
@@ -191,4 +216,20 @@ WRONG["05.triton_dot"] = {
     # fp32 out whatever the inputs: right values, wrong dtype
     "wrong dtype": _dot("c = torch.empty((m, n), dtype=a.dtype", "c = torch.empty((m, n), "
                         "dtype=torch.float32"),
+}
+
+# the mechanical mutants (exercises/mutants.py) that behave exactly like the solution
+EQUIVALENT = {
+    "05.swizzle_cuda": {
+        "constant: line 6: return chunk ^ ((row / (8 / CHUNKS)) % CHUNKS);  ->  "
+        "return chunk ^ ((row / (9 / CHUNKS)) % CHUNKS);":
+            "integer division: 9 / CHUNKS = 8 / CHUNKS for every CHUNKS that is a power of two "
+            "(1, 2, 4, 8: 32- to 128-byte rows; they differ only where CHUNKS divides 9, i.e. "
+            "3, 9, which an XOR swizzle cannot permute), and the loader has CHUNKS = 4",
+        "term dropped: line 14: return (16 * warp + lane % 16) * ROW_BYTES + swizzle(16 * warp "
+        "+ lane % 16,  ->  return (16 * warp + lane % 16) * ROW_BYTES + swizzle(16 + lane % 16,":
+            "the swizzle depends on row % 8 only ((row / (8 / CHUNKS)) % CHUNKS has period 8 "
+            "for CHUNKS = 1, 2, 4, 8), and 16 * warp and 16 are both multiples of 8: the same "
+            "XOR for every warp, lane and step (the row part of the offset keeps 16 * warp)",
+    },
 }
