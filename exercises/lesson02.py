@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
+from unittest import mock
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -44,6 +48,100 @@ def _try_call(fn, *args):
         raise Mismatch(f"on inputs {shapes}: your code raised {type(err).__name__}: {err}",
                        "try that shape in the stub cell; for views call .contiguous() before "
                        "using flat offsets, and return early for an empty tensor") from err
+
+
+def fenced(*shape: int, dtype: torch.dtype = torch.float32, transposed: bool = False,
+           scale: float = 1.0) -> torch.Tensor:
+    """Fresh random values in a CPU tensor of ``shape`` (a transposed view of its memory when
+    ``transposed``), with NaN-filled memory as large as the tensor on both sides: an access
+    just outside it touches memory that belongs to no tensor of the launch, which the bounds
+    checker of :mod:`exercises.triton_checks` then names (a neighbouring tensor of the check,
+    where the allocator put one, would hide it)."""
+    numel = int(np.prod(shape))
+    pad = max(numel, 64)
+    buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype)
+    inside = buffer[pad:pad + numel]
+    view = inside.view(*shape[::-1]).t() if transposed else inside.view(*shape)
+    view.copy_(scale * torch.randn(*shape))
+    return view
+
+
+def expect_bounds(fn, cases, what: str) -> list[str]:
+    """Run ``fn`` (the student's launcher) in Triton's interpreter on each ``(label, args)``
+    of ``cases`` (small CPU tensors, :func:`fenced`), every lane's address checked; the
+    labels, for the report line. The same on a GPU: an interpreted copy of the answer runs."""
+    interpreted = triton_checks.interpreted(fn)
+    for label, args in cases:
+        triton_checks.expect_in_bounds(lambda args=args: _try_call(interpreted, *args),
+                                       f"{what} on {label}")
+    return [label for label, _ in cases]
+
+
+# ATen ops that allocate, or look at or reshape metadata, without a kernel of their own on a GPU
+# (``x.contiguous()`` of a contiguous x reaches no op at all; of a view, it is a ``clone``)
+_NO_KERNEL_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view",
+    "_unsafe_view", "_reshape_alias", "as_strided", "detach", "alias", "lift_fresh", "t",
+    "transpose", "permute", "expand", "slice", "select", "narrow", "unsqueeze", "squeeze",
+    "split", "split_with_sizes", "unbind", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "is_contiguous"})
+
+
+class _TorchOps(TorchDispatchMode):
+    """The ATen ops run inside the block, except those inside a Triton launch (the
+    interpreter moves the arguments with ATen ops of its own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.launching = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.launching:
+            self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def expect_one_fused_kernel(fn, args, what: str) -> str:
+    """Mismatch unless ``fn(*args)`` runs exactly one Triton launch and no PyTorch op that
+    computes or copies (allocating the output, views and metadata are fine): "one fused kernel"
+    checked the same way on a CPU (the interpreter) and a GPU. ``args`` must be contiguous,
+    where ``.contiguous()`` costs nothing; the launched kernel's name is returned."""
+    launched: collections.Counter[str] = collections.Counter()
+    torch_ops = _TorchOps()
+
+    def counting(original):
+        def run(self, *a, **k):
+            if k.get("warmup"):
+                return original(self, *a, **k)
+            launched[getattr(getattr(self, "fn", self), "__name__", "?")] += 1
+            torch_ops.launching += 1
+            try:
+                return original(self, *a, **k)
+            finally:
+                torch_ops.launching -= 1
+
+        return run
+
+    with contextlib.ExitStack() as stack:
+        for cls in _triton_launchers():
+            stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
+        stack.enter_context(torch_ops)
+        _try_call(fn, *args)
+    shapes = ", ".join(f"{tuple(a.shape)}" for a in args)
+    computing = sorted(op for op in torch_ops.ops if op not in _NO_KERNEL_OPS)
+    expect(not computing, f"{what}: on contiguous input(s) {shapes} the call also ran the PyTorch "
+           f"op(s) {', '.join(computing)} besides Triton: on a GPU each is a kernel of its "
+           "own, with its own round trip to DRAM", "do all the work in your one kernel: "
+           "allocate the output with torch.empty (the kernel writes every element), pass the "
+           "input's pointer, and compute and index inside the kernel (no .chunk(...)"
+           ".contiguous() copies, no arithmetic on tensors outside it)")
+    total = sum(launched.values())
+    expect(total == 1, f"{what}: one call launched {total} Triton kernel(s) "
+           f"({', '.join(f'{k} x{v}' for k, v in launched.items()) or 'none'}); the exercise "
+           "asks for one fused kernel", "one launch of one kernel that reads the input once "
+           "and writes the output once")
+    return next(iter(launched))
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,6 +242,9 @@ never gives NaN) and stores once. Without a GPU it runs under the Triton interpr
 check keeps shapes small; on a GPU it also measures it against the copy bandwidth.""")
 def check_bias_gelu(bias_gelu, report) -> None:
     device = env.DEFAULT_DEVICE
+    # the addresses first, in the interpreter: a store past y is caught there, not done
+    bounds = expect_bounds(bias_gelu, [(f"x {r}x{c}", (fenced(r, c), fenced(c)))
+                                       for r, c in ((7, 13), (1, 1), (33, 100))], "bias_gelu")
     for dtype in _dtypes():
         atol, rtol = _TOL[dtype]
         for label, x, bias in _bias_gelu_cases(device, dtype):
@@ -154,8 +255,12 @@ def check_bias_gelu(bias_gelu, report) -> None:
                          "contiguous); compute in float32 and cast when storing")
     x, bias = torch.randn(7, 13, device=device), torch.randn(13, device=device)
     launched = expect_triton_kernel(bias_gelu, (x, bias), what="bias_gelu")
-    report.line("matches F.gelu(x + bias) on odd shapes, empty, views and large |x|, with "
-                f"Triton kernel {', '.join(launched)}")
+    expect_one_fused_kernel(bias_gelu, (x, bias), "bias_gelu")
+    report.line("matches F.gelu(x + bias) on odd shapes, empty, views and large |x|, with one "
+                f"launch of Triton kernel {', '.join(launched)} and no PyTorch op but the "
+                "allocation")
+    report.line(f"every load and store stays inside x, bias and y (each lane's address checked "
+                f"in Triton's interpreter on {', '.join(bounds)})")
     if env.HAS_CUDA:
         from course_utils.profiling import count_kernels
 
@@ -230,6 +335,23 @@ def check_predict(kernels, unfused_bytes, fused_bytes, report) -> None:
                 f"{fused / 1e6:.0f} MB, so fusion should be ~{moved / fused:.1f}x faster on a GPU")
 
 
+def _silu_dtypes() -> list[torch.dtype]:
+    # float16 runs right in the interpreter (bf16 does not: GPU only)
+    return [torch.float32, torch.float16] + ([torch.bfloat16] if env.HAS_CUDA else [])
+
+
+# float16: within 2 units in the last place of the float32 result rounded once (atol for the
+# subnormals near silu(-12) ~ -7e-5, where a silu computed in float16 gives 0)
+_SILU_TOL = {**_TOL, torch.float16: (1e-5, 2e-3)}
+
+
+def _prime_allocator(rows: int, cols: int, dtype: torch.dtype, device: str) -> None:
+    """Leave a NaN-filled block of the output's size just freed: the allocator tends to hand
+    it to the answer's torch.empty, so an element the kernel never writes shows as NaN rather
+    than as a stale right value (or a lucky zero)."""
+    torch.full((rows, cols), float("nan"), dtype=dtype, device=device)
+
+
 # --------------------------------------------------------------------------------------------
 SILU_MUL_STUB = '''
 import torch
@@ -254,7 +376,10 @@ def silu_mul(x):
 The MLP of most LLMs computes `F.silu(a) * b` where `a` and `b` are the two halves of one
 projection `x` (shape `(rows, 2d)`): eager PyTorch launches three kernels. Write one. Output
 element `i` of `y` is row `i // d`, column `i % d`; it reads `x` at that row, columns `c` and
-`d + c`. Validate the input: an odd width is a `ValueError` naming `x`.""")
+`d + c`; compute in float32 and store in `x`'s dtype. Validate the input: an odd width is a
+`ValueError` naming `x`. The check tries float32 and float16 (bf16 too on a GPU), checks every
+lane's address in Triton's interpreter, and counts what one call runs: one Triton launch, and
+no PyTorch op but the allocation of `y`.""")
 def check_silu_mul(silu_mul, report) -> None:
     device = env.DEFAULT_DEVICE
     try:
@@ -270,21 +395,37 @@ def check_silu_mul(silu_mul, report) -> None:
     else:
         raise Mismatch("x of width 5 (odd) was accepted: the halves do not line up",
                        "check x.shape[1] % 2 and raise ValueError naming x")
-    for dtype in _dtypes():
-        atol, rtol = _TOL[dtype]
+    # first the addresses (in the interpreter, so that a store past y is caught, not done): a
+    # load past x whose lanes are never stored leaves y right, only the addresses show it
+    bounds = expect_bounds(silu_mul, [(f"x {r}x{w}", (fenced(r, w),))
+                                      for r, w in ((3, 10), (1, 2), (17, 2002))], "silu_mul")
+    for dtype in _silu_dtypes():
+        atol, rtol = _SILU_TOL[dtype]
         r = lambda *shape, dt=dtype: torch.randn(*shape, device=device).to(dt)
+        # exp(-a) overflows 16 bits below a = -11.1: silu computed in fp16 gives 0 there
+        low = -11.5 - 1.5 * torch.rand(9, 16, device=device)
         for label, x in [("1x2", r(1, 2)), ("3x10", r(3, 10)), ("17x2002", r(17, 2002)),
                          ("empty 0x8", r(0, 8)), ("transposed view 6x40", r(40, 6).t()),
-                         ("misaligned view", r(4 * 6 + 1)[1:].view(4, 6))]:
+                         ("misaligned view", r(4 * 6 + 1)[1:].view(4, 6)),
+                         ("large |x|", 100 * r(5, 12)),
+                         ("a in [-13, -11.5]", torch.cat([low, r(9, 16)], 1).to(dtype))]:
             a, b = x.float().chunk(2, dim=-1)
+            _prime_allocator(x.shape[0], x.shape[1] // 2, dtype, device)
             compare(_try_call(silu_mul, x), (F.silu(a) * b).to(dtype),
                     what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
                     hint="for output i: row = i // d, col = i % d; read x at row*2d + col and "
-                         "row*2d + d + col (after x = x.contiguous())")
+                         "row*2d + d + col (after x = x.contiguous()); compute in float32 "
+                         "(.to(tl.float32) after loading: exp(-a) overflows 16 bits)")
     launched = expect_triton_kernel(silu_mul, (torch.randn(3, 10, device=device),),
                                     what="silu_mul")
-    report.line("matches F.silu(a) * b on odd shapes, empty and views; odd width rejected; "
-                f"Triton kernel {', '.join(launched)}")
+    # one kernel is the point of the exercise: no half of the work left to PyTorch
+    expect_one_fused_kernel(silu_mul, (torch.randn(4, 10, device=device),), "silu_mul")
+    names = ", ".join(str(d).removeprefix("torch.") for d in _silu_dtypes())
+    report.line(f"matches F.silu(a) * b in {names} on odd shapes, empty, views, large |x| and "
+                f"a < -11 (exp(-a) past 16 bits); odd width rejected; one launch of Triton "
+                f"kernel {', '.join(launched)} and no PyTorch op but the allocation")
+    report.line(f"every load and store stays inside x and y (each lane's address checked in "
+                f"Triton's interpreter on {', '.join(bounds)})")
     if env.HAS_CUDA:
         x = torch.randn(8192, 2 * 8192, device="cuda")
         bandwidth_verdict(report, silu_mul, (x,), x.numel() * 4 * 3 // 2)
