@@ -216,6 +216,28 @@ WRONG["05.triton_dot"] = {
     # fp32 out whatever the inputs: right values, wrong dtype
     "wrong dtype": _dot("c = torch.empty((m, n), dtype=a.dtype", "c = torch.empty((m, n), "
                         "dtype=torch.float32"),
+    # memory safety: the K slice unmasked (rows and columns only): the last tile reads past K,
+    # past the end of A's last row and of B
+    "no K mask": _dot("mask=(rows < M)[:, None] & (k0 + ks < K)[None, :]",
+                      "mask=(rows < M)[:, None]").replace(
+                          "mask=(k0 + ks < K)[:, None] & (cols < N)[None, :]",
+                          "mask=(cols < N)[None, :]"),
+    # strides: A and B assumed row-major (the strides passed, then ignored)
+    "assumes contiguous": _dot("rows[:, None] * stride_am + ks[None, :] * stride_ak",
+                               "rows[:, None] * K + ks[None, :]").replace(
+        "ks[:, None] * stride_bk + cols[None, :] * stride_bn", "ks[:, None] * N + cols[None, :]"
+    ).replace("a_ptrs += BLOCK_K * stride_ak", "a_ptrs += BLOCK_K").replace(
+        "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * N"),
+    # fp32 accumulation: the accumulator in C's dtype (fp16 for fp16 inputs)
+    "accumulator in C's dtype": _dot("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                                     "acc = tl.zeros((BLOCK_M, BLOCK_N), "
+                                     "dtype=c_ptr.dtype.element_ty)"),
+    # the math: each K step overwrites the sum (only the last slice of K is kept)
+    "acc overwritten": _dot("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b)"),
+    # the math's corner: K = 0 returns C untouched (torch.empty's bytes), not zeros
+    "K = 0 skipped": _dot("    grid = (", "    if k == 0:\n        return c\n    grid = ("),
+    # dtype path: the result rounded through fp16 whatever C's dtype (inf past 65504 in fp32)
+    "stored through fp16": _dot("acc.to(c_ptr.dtype.element_ty)", "acc.to(tl.float16)"),
 }
 
 # the mechanical mutants (exercises/mutants.py) that behave exactly like the solution
@@ -231,5 +253,11 @@ EQUIVALENT = {
             "the swizzle depends on row % 8 only ((row / (8 / CHUNKS)) % CHUNKS has period 8 "
             "for CHUNKS = 1, 2, 4, 8), and 16 * warp and 16 are both multiples of 8: the same "
             "XOR for every warp, lane and step (the row part of the offset keeps 16 * warp)",
+    },
+    "05.triton_dot": {
+        "term dropped: line 25: c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * "
+        "stride_cn  ->  c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :]":
+            "C is allocated by matmul() itself with torch.empty((m, n)), contiguous, so "
+            "stride_cn is always 1 and the product by it changes no address",
     },
 }
