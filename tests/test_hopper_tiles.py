@@ -148,3 +148,9 @@ def test_size_verdicts_count_the_shapes_that_meet_each_target():
     assert bench_sizes.shapes()[:5] == [(s, s, s) for s in bench_sizes.SQUARES]
     assert bench_sizes.moved_bytes(wgmma.variant("bf16"), 16, 4096, 4096) == 2 * (
         16 * 4096 + 4096 * 4096 + 16 * 4096)
+
+
+def test_an_empty_output_needs_no_tile_choice():
+    # the supports() edge test found auto_* saying yes to M = 0 and then raising in choose()
+    for m, n in ((0, 16), (16, 0), (0, 0)):
+        assert tiles.chosen_step(m, n, 0) is tiles.CANDIDATES[0].step

@@ -174,6 +174,8 @@ def chosen_step(m: int, n: int, device: int, k_tiles: int = 0) -> wgmma.Step:
     """The chosen candidate's step for an M x N output on GPU ``device``, with K split as
     :func:`choose_splits` says for ``k_tiles`` K tiles of 128 bytes (0: K is not split). The
     rules run once per problem shape and GPU, a call after the first is one lookup."""
+    if m == 0 or n == 0:  # an empty output launches nothing (run_checked returns it at once)
+        return CANDIDATES[0].step
     sms = wgmma.sm_count(device)
     s = choose(m, n, sms).step
     splits = choose_splits(m, n, k_tiles, sms)
