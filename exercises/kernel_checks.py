@@ -151,14 +151,15 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
             for i in range(0, len(data), 4)]
 
 
-def _not_constant(program: str, expressions: list[str], kwargs: dict) -> Mismatch | None:
+def _not_constant(program: str, expressions: list[str], kwargs: dict,
+                  declare: str = "constexpr int {name} = int({expr});") -> Mismatch | None:
     """Where the probe of :func:`constant_table` fails because an expression is not a constant
     (a constexpr function that reads past the end of an array, calls a non-constexpr intrinsic,
     divides by zero, ...): a Mismatch naming the first such expression and NVRTC's notes on why.
     None when the failure is something else (the program itself does not compile)."""
     from course_utils import nvrtc
 
-    checks = "".join(f"constexpr int course_constant_{i} = int({e});\n"
+    checks = "".join(declare.format(name=f"course_constant_{i}", expr=e) + "\n"
                      for i, e in enumerate(expressions))
     options = {k: v for k, v in kwargs.items() if k in ("defines", "arch", "options")}
     options.setdefault("arch", "sm_90")
@@ -205,12 +206,18 @@ def recorded_lines(id: str) -> list[str]:
     return [head, *(f"  {line}" for line in found["lines"])]
 
 
-def cpu_verdict(id: str, report: Report, verified: list[str], needs_gpu: str) -> CannotCheck:
+def cpu_verdict(id: str, report: Report, verified: list[str], needs_gpu: str,
+                recorded_last: bool = False) -> CannotCheck:
     """The end of a check on a machine without a (suitable) GPU: what it verified and the
     reference solution's recorded GPU result (as ``report`` lines), and what it could not
-    verify (the CannotCheck to raise)."""
+    verify (the CannotCheck to raise). ``recorded_last``: the recorded result after what was
+    not verified (in the CannotCheck's message), so the verdict's first lines say both what
+    was verified and what was not."""
     for line in verified:
         report.line(f"verified here: {line}")
+    if recorded_last:
+        return CannotCheck(f"not verified here: {needs_gpu}"
+                           + "".join(f"\n   {line}" for line in recorded_lines(id)))
     for line in recorded_lines(id):
         report.line(line)
     return CannotCheck(f"not verified here: {needs_gpu}")
@@ -381,7 +388,7 @@ def check_spec(spec: Spec, source, report: Report) -> None:
                           f"({_shapes(spec.shapes[:4])}, ...) against the reference, with its "
                           "input poisoned and its output fenced, compute-sanitizer "
                           f"({', '.join(spec.sanitize)}){measured} and the speed: they need a "
-                          "GPU")
+                          "GPU", recorded_last=True)
     report.line(verified)
     expect_child_ok(run_child(spec.id, source), spec.hint, "an index past the end of x or y: "
                     "check every thread's bounds before it loads or stores")
@@ -590,3 +597,26 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def constant_ints(program: str, expression: str, **kwargs) -> list[int]:
+    """The ints of ``expression``, a constant expression of a struct type holding only int
+    arrays (the whole result of a constexpr function of the student's code, evaluated once by
+    NVRTC at compile time), read from the initialiser of a ``__device__`` variable in the PTX:
+    no GPU needed. ``kwargs`` as for :func:`compile_answer`."""
+    probe = ("extern \"C\" __device__ const auto COURSE_PROBE = " + expression + ";\n"
+             "extern \"C\" __global__ void course_probe(int* out) "
+             "{ out[threadIdx.x] = reinterpret_cast<const int*>(&COURSE_PROBE)[threadIdx.x]; }\n")
+    try:
+        ptx = compile_answer(program + "\n" + probe, "course_probe", "your code", output="ptx",
+                             **kwargs).ptx
+    except Mismatch as failed:
+        raise _not_constant(program, [expression], kwargs,
+                            "constexpr auto {name} = {expr};") or failed from None
+    found = re.search(r"COURSE_PROBE\[(\d+)\](?: = \{([^}]*)\})?", ptx)
+    if found is None:
+        raise RuntimeError("the probe variable is not in the PTX")
+    data = bytes(int(x) for x in (found.group(2) or "").split(",") if x.strip())
+    data = data.ljust(int(found.group(1)), b"\0")  # PTX leaves out trailing zero bytes
+    return [int.from_bytes(data[i:i + 4], "little", signed=True)
+            for i in range(0, len(data), 4)]

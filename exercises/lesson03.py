@@ -12,6 +12,7 @@ checked by :mod:`exercises.kernel_checks` (their :data:`SPECS`, run by
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -59,7 +60,9 @@ take the one-at-a-time path, as must the last `n % 4` elements.
 
 The check compiles it with NVRTC for sm_90 (no GPU needed) and looks for 16-byte loads in the
 PTX; on a GPU it also runs it (in a child process, so a crash cannot take the notebook down) on
-odd lengths, empty and misaligned tensors, then measures it against the copy bandwidth.""")
+every remainder of `n % 4`, empty and misaligned tensors (`x` inside NaN, `y` fenced on both
+sides), under compute-sanitizer, counts with Nsight Compute that aligned groups of four take
+the `float4` path, then measures it against the copy bandwidth.""")
 def check_silu(source, report) -> None:
     expect(isinstance(source, str), f"SILU_SOURCE is a {type(source).__name__}; expected the "
            "kernel's source as a string")
@@ -71,16 +74,25 @@ def check_silu(source, report) -> None:
            "load a float4: reinterpret_cast<const float4*>(x)[t] on the aligned path")
     expect("st.global.v4.f32" in ptx, "the PTX has no 16-byte store (st.global.v4.f32)",
            "store a float4 on the aligned path too")
-    report.line("compiles for sm_90; the PTX has 16-byte loads and stores")
+    verified = "compiles for sm_90 (NVRTC); the PTX has 16-byte loads and stores"
     if not env.HAS_CUDA:
-        report.line("running it needs a GPU: on one, this check also tries odd lengths, "
-                    "empty and misaligned views, and measures the speed")
-        return
-    kernel_checks.expect_child_ok(kernel_checks.run_child("03.silu", source),
+        raise kernel_checks.cpu_verdict(
+            "03.silu", report, [verified],
+            f"running it against F.silu on lengths {', '.join(map(str, SILU_LENGTHS))} and on "
+            "misaligned inputs and outputs (x inside NaN, y fenced on both sides), "
+            "compute-sanitizer memcheck, that aligned groups of four take the float4 path "
+            "(Nsight Compute's counters) and the speed: they need a GPU", recorded_last=True)
+    report.line(verified)
+    kernel_checks.expect_child_ok(kernel_checks.run_child("03.silu", source), SILU_HINT,
                                   "a misaligned float4 access or an index past n: check the "
                                   "alignment of both pointers and that 4t + 3 < n before the "
                                   "vector path")
-    report.line("matches F.silu on odd lengths, empty, misaligned input and output")
+    report.line(f"matches F.silu on lengths {', '.join(map(str, SILU_LENGTHS))}, misaligned "
+                "x and y (in a child process; x inside NaN, nothing written outside y)")
+    for line in kernel_checks.sanitize("03.silu", source, ("memcheck",)):
+        report.line(line)
+    kernel_checks.expect_access("03.silu", source, "silu_kernel", report,
+                                "the float4 path on aligned memory", silu_access)
     from course_utils import nvrtc
 
     kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
@@ -91,26 +103,128 @@ def check_silu(source, report) -> None:
                       2 * x.numel() * 4)
 
 
+SILU_HINT = ("compare the vector path and the one-at-a-time path of that case; y[i] = x[i] / "
+             "(1 + expf(-x[i]))")
+# every remainder n % 4 (the one-at-a-time tail), one block and several
+SILU_LENGTHS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1023, 4099)
+# (n, x offset, y offset) in elements: an offset of 1-3 puts a pointer 4-12 bytes off 16-byte
+# alignment, so the whole tensor must take the one-at-a-time path
+SILU_MISALIGNED = ((7, 1, 0), (1023, 1, 0), (1023, 0, 1), (4099, 2, 3), (4099, 3, 3),
+                   (4099, 0, 2))
+# under compute-sanitizer: exact allocations (a read past the end of x shows), one misaligned
+SILU_EXACT = ((4099, 0, 0), (7, 0, 0), (1023, 1, 0), (1023, 0, 3))
+# profiled by Nsight Compute: 16-byte aligned (offsets of 4 and 8 elements: other addresses),
+# then misaligned (every element once, one at a time)
+SILU_PROFILED = ((8, 0, 0), (4099, 0, 0), (1 << 20, 0, 0), (1 << 20, 4, 8), (4099, 1, 0),
+                 (4099, 0, 3))
+
+
+def _silu_accesses(n: int, ox: int, oy: int) -> int:
+    """The global loads (and stores) the statement's threads make: one float4 per group of four
+    and one per leftover element when x and y are aligned, one per element otherwise."""
+    return n // 4 + n % 4 if ox % 4 == 0 and oy % 4 == 0 else n
+
+
+def _silu_launch(kernel, x, y):
+    kernel(x, y, x.numel(), grid=max(1, -(-x.numel() // (4 * BLOCK))), block=BLOCK)
+
+
 def silu_child(source: str, small: bool) -> dict:
-    """The GPU child of 03.silu (run by :func:`exercises.kernel_checks.run_child`)."""
+    """The GPU child of 03.silu (run by :func:`exercises.kernel_checks.run_child`; ``small``:
+    exact allocations, under compute-sanitizer)."""
     from course_utils import nvrtc
 
     kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
-    base = torch.randn(4099 + 2, device="cuda")
-    cases = [(f"n={n}" if n else "empty", base[:n], torch.empty(n, device="cuda"))
-             for n in (0, 1, 3, 4, 7, 4099)]
-    cases.append(("misaligned input x[1:]", base[1:1001], torch.empty(1000, device="cuda")))
-    cases.append(("misaligned output", base[:1000], torch.empty(1001, device="cuda")[1:]))
-    for label, x, y in cases:
+    if small:
+        cases = SILU_EXACT
+    else:
+        cases = tuple((n, 0, 0) for n in SILU_LENGTHS) + SILU_MISALIGNED
+    for n, ox, oy in cases:
+        label = (f"n={n}" if n else "empty") + (f", x {4 * ox} bytes off alignment" if ox else
+                                                "") + (f", y {4 * oy} bytes off" if oy else "")
         print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        kernel(x, y, x.numel(), grid=max(1, -(-x.numel() // (4 * BLOCK))), block=BLOCK)
+        made = torch.randn(n, device="cuda")
+        if small:  # each its own allocation (a view 1-3 elements into one when misaligned)
+            x = made if not ox else torch.randn(n + ox, device="cuda")[ox:]
+            y = torch.full((n + oy,), kernel_checks.FENCE, device="cuda")[oy:]
+            outside = lambda: None  # noqa: E731  (memcheck sees it)
+        else:
+            x = kernel_checks.poisoned(made, pad=64, offset=ox)
+            y, outside = kernel_checks.fenced(n, "cuda", pad=64, offset=oy)
+        before = x.clone()
+        _silu_launch(kernel, x, y)
         torch.cuda.synchronize()
+        if where := outside():
+            return {"mismatch": f"{label}: your kernel wrote {where}",
+                    "hint": "store a float4 only when all four elements exist (4t + 3 < n), "
+                            "and one at a time only while i < n"}
+        if not torch.equal(x, before):
+            return {"mismatch": f"{label}: your kernel changed x", "hint": "store into y only"}
         try:
             compare(y, torch.nn.functional.silu(x), what=label, atol=1e-5, rtol=1e-5)
         except Mismatch as wrong:
-            return {"mismatch": wrong.message, "hint": "compare the vector path and the "
-                    "one-at-a-time path of that case; y[i] = x[i] / (1 + expf(-x[i]))"}
+            return {"mismatch": wrong.message, "hint": SILU_HINT}
     return {"ok": True}
+
+
+def silu_profile(source: str):
+    """The call Nsight Compute profiles (:func:`exercises.kernel_checks.access_counters`): the
+    answer on :data:`SILU_PROFILED`."""
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
+    tensors = [(torch.randn(n + ox, device="cuda")[ox:], torch.empty(n + oy, device="cuda")[oy:])
+               for n, ox, oy in SILU_PROFILED]
+
+    def call():
+        for x, y in tensors:
+            _silu_launch(kernel, x, y)
+
+    return call
+
+
+def silu_access(launches: list[dict]) -> list[str]:
+    """16-byte accesses wherever x and y are aligned, each element once: per profiled launch,
+    the global loads and stores the threads made (:func:`_silu_accesses`), or where ncu lacks
+    those counters, the sectors of the largest aligned launches."""
+    if len(launches) != len(SILU_PROFILED):
+        return [f"{kernel_checks.UNMEASURED}the float4 path (Nsight Compute gave "
+                f"{len(launches)} launches of silu_kernel, expected {len(SILU_PROFILED)})"]
+    hint = ("take the float4 path whenever x and y are both 16-byte aligned "
+            "((address_x | address_y) % 16 == 0) and 4t + 3 < n, whatever n is")
+    said = []
+    for (n, ox, oy), launch in zip(SILU_PROFILED, launches, strict=True):
+        want, aligned = _silu_accesses(n, ox, oy), ox % 4 == 0 and oy % 4 == 0
+        made = [launch.get(m) for m in kernel_checks.THREAD_METRICS]
+        if all(isinstance(v, float) for v in made):
+            loads, stores = made
+            if not aligned:  # every element once
+                expect(loads <= want and stores <= want,
+                       f"n = {n}, x {4 * ox} and y {4 * oy} bytes off 16-byte alignment: your "
+                       f"kernel's threads made {loads:.0f} global loads and {stores:.0f} stores "
+                       f"(Nsight Compute) for {n} elements: some elements are read or written "
+                       "more than once", "thread t handles elements 4t .. 4t+3 only: "
+                       "i < 4t + 4 and i < n")
+            else:
+                expect(loads <= want and stores <= want,
+                       f"n = {n}, x and y 16-byte aligned: your kernel's threads made "
+                       f"{loads:.0f} global loads and {stores:.0f} stores (Nsight Compute); one "
+                       f"float4 per group of four and one access per leftover element is "
+                       f"{want}: a group of four on aligned memory went one element at a time",
+                       hint)
+            said.append(f"n={n}{'' if aligned else ' misaligned'}: {loads:.0f} loads, "
+                        f"{stores:.0f} stores")
+        elif aligned and n >= 1 << 20:
+            for op, what in (("ld", "loads"), ("st", "stores")):
+                ratio = kernel_checks.per_use(launch, op, 4 * n)
+                if ratio is None:
+                    return [f"{kernel_checks.UNMEASURED}the float4 path (no sector counts)"]
+                expect(ratio <= 1.25, f"n = {n}, x and y 16-byte aligned: your kernel's {what} "
+                       f"move {ratio:.1f} sectors per sector of data (Nsight Compute): the "
+                       "aligned path goes one element at a time", hint)
+            said.append(f"n={n}: sectors as a float4 copy's")
+    return [f"16-byte accesses on aligned memory (Nsight Compute, thread-level): "
+            f"{'; '.join(said)}"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,6 +391,61 @@ def _randn(shape, device):
     return torch.randn(*shape, device=device)
 
 
+def _transpose_access(launches: list[dict]) -> list[str]:
+    """Coalesced global loads and stores, and no bank conflicts on the tile, per launch of
+    :data:`TRANSPOSE_PROFILED` (Nsight Compute's counters)."""
+    said = []
+    for (rows, cols), launch in zip(TRANSPOSE_PROFILED, launches, strict=False):
+        nbytes = rows * cols * 4
+        ld, st = (kernel_checks.per_use(launch, op, nbytes) for op in ("ld", "st"))
+        wave_ld, wave_st = (kernel_checks.wavefronts(launch, op) for op in ("ld", "st"))
+        if None in (ld, st, wave_ld, wave_st):
+            return [f"{kernel_checks.UNMEASURED}coalescing and bank conflicts (a counter "
+                    "missing)"]
+        where = f"{rows}x{cols}"
+        expect(ld <= 1.25, f"{where}: reading x moves {ld:.1f} sectors per sector of data "
+               "(Nsight Compute; 1 when coalesced): neighbouring threads do not read "
+               "neighbouring addresses of x", "threadIdx.x along x's columns on the way in: "
+               "x[(r0 + i) * cols + c0 + threadIdx.x]")
+        expect(st <= 1.25, f"{where}: writing y moves {st:.1f} sectors per sector of data "
+               "(Nsight Compute; 1 when coalesced): neighbouring threads write addresses "
+               f"{rows * 4} bytes apart", "threadIdx.x along y's columns on the way out: "
+               "y[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i]")
+        for op, waves in (("load from", wave_ld), ("store into", wave_st)):
+            expect(waves <= 1.5, f"{where}: each shared-memory {op} the tile takes "
+                   f"{waves:.1f} wavefronts (Nsight Compute; 1 without bank conflicts): the "
+                   "threads of a warp touch one bank many times", "pad the tile, __shared__ "
+                   "float tile[32][33], so that a column of it lies across the 32 banks")
+        said.append(f"{where}: {ld:.2f} / {st:.2f} sectors per sector of data read / written, "
+                    f"{wave_ld:.2f} / {wave_st:.2f} wavefronts per shared load / store")
+    if len(said) != len(TRANSPOSE_PROFILED):
+        return [f"{kernel_checks.UNMEASURED}coalescing and bank conflicts (Nsight Compute gave "
+                f"{len(launches)} launches, expected {len(TRANSPOSE_PROFILED)})"]
+    return [f"coalesced, no bank conflicts (Nsight Compute): {'; '.join(said)}"]
+
+
+def _warp_sum_access(launches: list[dict]) -> list[str]:
+    """Coalesced loads of x per launch of :data:`WARP_SUM_PROFILED` (Nsight Compute)."""
+    said = []
+    for (rows, cols), launch in zip(WARP_SUM_PROFILED, launches, strict=False):
+        ld = kernel_checks.per_use(launch, "ld", rows * cols * 4)
+        if ld is None:
+            return [f"{kernel_checks.UNMEASURED}coalescing (a counter missing)"]
+        expect(ld <= 1.25, f"{rows}x{cols}: reading x moves {ld:.1f} sectors per sector of "
+               "data (Nsight Compute; 1 when coalesced): the 32 lanes do not read 32 "
+               "neighbouring columns at each step", "lane l adds columns l, l + 32, l + 64, "
+               "...: x[row * cols + c] with c = lane + 32k")
+        said.append(f"{rows}x{cols}: {ld:.2f} sectors per sector of x read")
+    if len(said) != len(WARP_SUM_PROFILED):
+        return [f"{kernel_checks.UNMEASURED}coalescing (Nsight Compute gave {len(launches)} "
+                f"launches, expected {len(WARP_SUM_PROFILED)})"]
+    return [f"coalesced reads (Nsight Compute): {'; '.join(said)}"]
+
+
+# profiled by Nsight Compute: sides that are multiples of 32 (every warp's 32 floats one
+# 128-byte line), not square (the roles of rows and cols cannot be confused)
+TRANSPOSE_PROFILED = ((256, 512),)
+WARP_SUM_PROFILED = ((512, 1024),)
 TILE = 32
 _READS_X = Need(("LDG",), "the SASS has no global load (LDG): your kernel never reads x",
                 "every output depends on x: load it")
@@ -298,6 +467,8 @@ SPECS = {
         shapes=((1, 1), (33, 65), (1000, 3), (3, 1000), (0, 7), (64, 64), (257, 129)),
         bench_shape=(8192, 8192), nbytes=lambda x: 2 * x.numel() * 4,
         sanitize=("memcheck", "racecheck"), barriers=True,
+        profile_shapes=TRANSPOSE_PROFILED, measures="coalescing and bank conflicts",
+        access=_transpose_access,
         hint="y has shape (cols, rows): y[c][r] = x[r][c]; check both bounds on the load (r < "
              "rows, c < cols) and on the store, where the roles of the indices swap"),
     "03.warp_sum": Spec(
@@ -311,7 +482,8 @@ SPECS = {
         reference=lambda x: torch.sum(x, dim=-1, dtype=torch.float32),
         shapes=((1, 1), (3, 31), (13, 33), (17, 1000), (0, 5), (4, 0), (1000, 7), (5, 4099)),
         bench_shape=(1 << 18, 1024), nbytes=lambda x: x.numel() * 4 + x.shape[0] * 4,
-        tolerance=(1e-3, 1e-4),
+        tolerance=(1e-3, 1e-4), profile_shapes=WARP_SUM_PROFILED,
+        measures="coalesced reads", access=_warp_sum_access,
         hint="lane l adds columns l, l + 32, ... < cols; after the shuffles lane 0 holds the "
              "row's sum; rows past the last one (the last block's extra warps) do nothing"),
 }
@@ -325,6 +497,31 @@ def transpose_child(source: str, small: bool) -> dict:
 def warp_sum_child(source: str, small: bool) -> dict:
     """The GPU child of 03.warp_sum (run by :func:`exercises.kernel_checks.run_child`)."""
     return kernel_checks.spec_child(SPECS["03.warp_sum"], source, small)
+
+
+def transpose_profile(source: str):
+    """The call Nsight Compute profiles for 03.transpose (:data:`TRANSPOSE_PROFILED`)."""
+    return kernel_checks.spec_profile(SPECS["03.transpose"], source)
+
+
+def warp_sum_profile(source: str):
+    """The call Nsight Compute profiles for 03.warp_sum (:data:`WARP_SUM_PROFILED`)."""
+    return kernel_checks.spec_profile(SPECS["03.warp_sum"], source)
+
+
+def partial_shuffle_masks(ptx: str) -> list[int]:
+    """The member masks of the PTX's ``shfl.sync`` that are constants other than all 32 lanes
+    (a mask computed at run time, such as ``__activemask()``, is not judged here)."""
+    constants = dict(re.findall(r"mov\.[bsu]32\s+(%r\d+),\s*(-?\w+);", ptx))
+    found = []
+    for operand in re.findall(r"shfl\.sync\.\w+\.b32\s[^;]*,\s*([^,;\s]+)\s*;", ptx):
+        try:
+            mask = int(constants.get(operand, operand), 0) & 0xFFFFFFFF
+        except ValueError:
+            continue
+        if mask != 0xFFFFFFFF:
+            found.append(mask)
+    return found
 
 
 TRANSPOSE_STUB = r'''
@@ -357,8 +554,9 @@ banks, so reading a tile column does not make 32 threads queue on one bank.
 It is launched with blocks of (32, 8) threads and a grid of (ceil(cols / 32), ceil(rows / 32))
 blocks. The check compiles it with NVRTC (any machine) and reads the SASS for shared-memory
 stores and loads (`STS`, `LDS`), a barrier (`BAR`) and no spills; on a GPU it runs it on
-awkward shapes in a child process, with a guard zone after `y`, under compute-sanitizer's
-memcheck and racecheck, and measures it against the copy bandwidth.""")
+awkward shapes in a child process (`x` inside NaN, `y` fenced on both sides), under
+compute-sanitizer's memcheck and racecheck, reads Nsight Compute's counters for coalesced loads
+and stores and for bank conflicts on the tile, and measures it against the copy bandwidth.""")
 def check_transpose(source, report) -> None:
     kernel_checks.check_spec(SPECS["03.transpose"], source, report)
 
@@ -382,9 +580,18 @@ Write `warp_row_sum`: warp `w` of block `b` sums row `8b + w` of a row-major flo
 threads per block and `ceil(rows / 8)` blocks, so the last block may have warps with no row:
 they must not write. `threadIdx.x / 32` is the warp, `threadIdx.x % 32` the lane.
 
-The check compiles it with NVRTC (any machine) and reads the SASS for the shuffles (`SHFL`)
-and no spills; on a GPU it runs it in a child process on awkward shapes (empty rows and
-columns, rows that are not a multiple of 8, a guard zone after `y`) against `x.sum(-1)`,
-under memcheck, and measures it against the copy bandwidth.""")
+The check compiles it with NVRTC (any machine), reads the shuffles' masks in the PTX, and the
+SASS for the shuffles (`SHFL`) and no spills; on a GPU it runs it in a child process on awkward
+shapes (empty rows and columns, rows that are not a multiple of 8, `x` inside NaN, `y` fenced
+on both sides) against `x.sum(-1)`, under memcheck, reads Nsight Compute's counters for
+coalesced loads, and measures it against the copy bandwidth.""")
 def check_warp_sum(source, report) -> None:
+    kernel_checks.expect_source(source, "WARP_SUM_SOURCE", kernel="warp_row_sum")
+    ptx = kernel_checks.compile_answer(source, "warp_row_sum", "WARP_SUM_SOURCE", output="ptx",
+                                       hint=kernel_checks.WHOLE).ptx
+    if masks := partial_shuffle_masks(ptx):
+        raise Mismatch(f"a shuffle's member mask is {masks[0]:#010x}, yet all 32 lanes of the "
+                       "warp call it: a lane that calls __shfl_down_sync outside its mask is "
+                       "undefined behaviour (it may work on one GPU and not on the next)",
+                       "all 32 lanes take part: __shfl_down_sync(0xffffffff, sum, offset)")
     kernel_checks.check_spec(SPECS["03.warp_sum"], source, report)

@@ -82,8 +82,9 @@ I_BECOMES = -2**31
 }
 
 WRONG = {
-    # one element per thread: correct, but every access moves 4 bytes
-    "03.silu": '''
+    "03.silu": {
+        # one element per thread: correct, but every access moves 4 bytes
+        "one element per thread": '''
 SILU_SOURCE = r"""
 extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __restrict__ y,
                                        long long n) {
@@ -92,6 +93,34 @@ extern "C" __global__ void silu_kernel(const float* __restrict__ x, float* __res
 }
 """
 ''',
+        # no alignment test: a view such as x[1:] gets a misaligned float4 (a crash on a GPU)
+        "no alignment test": _edit(_SILU, "if (aligned && first + 3 < n)", "if (first + 3 < n)"),
+        # only x's alignment is tested: a misaligned y gets a misaligned float4 store
+        "only x aligned": _edit(_SILU, "reinterpret_cast<unsigned long long>(x) |\n"
+                                "                           reinterpret_cast<unsigned long long>"
+                                "(y)) % 16", "reinterpret_cast<unsigned long long>(x)) % 16"),
+        # the vector path for any group that starts before n: the last float4 runs past x and y
+        "float4 past the end": _edit(_SILU, "first + 3 < n", "first < n"),
+        # float4 only when n is a multiple of 4: right values, but an odd length goes one
+        # element at a time everywhere (what the exercise is about, lost)
+        "vector only when n % 4 == 0": _edit(_SILU, "if (aligned && first + 3 < n)",
+                                             "if (aligned && n % 4 == 0 && first + 3 < n)"),
+        # the tail loads a whole float4 and keeps the elements that exist: a read past the end
+        # of x whose values are thrown away (compute-sanitizer sees it)
+        "tail reads a float4 past x": _edit(
+            _SILU, "    } else {\n",
+            "    } else if (aligned && first < n) {\n"
+            "        const float4 v = reinterpret_cast<const float4*>(x)[first / 4];\n"
+            "        const float f[4] = {v.x, v.y, v.z, v.w};\n"
+            "        for (long long i = first; i < n; ++i) y[i] = silu(f[i - first]);\n"
+            "    } else {\n"),
+        # exp(x) instead of exp(-x)
+        "exp of +x": _edit(_SILU, "__expf(-v)", "__expf(v)"),
+        # the one-at-a-time path does only its first element
+        "tail of one element": _edit(
+            _SILU, "for (long long i = first; i < first + 4 && i < n; ++i) y[i] = silu(x[i]);",
+            "if (first < n) y[first] = silu(x[first]);"),
+    },
     # the line compute-sanitizer points at, not the one that lets the thread through
     "03.oob": '''
 BUG_LINE = 8
@@ -121,6 +150,33 @@ extern "C" __global__ void transpose(const float* __restrict__ x, float* __restr
 }
 """
 ''',
+        # the tile without its padding column: right values, but a warp reading a tile column
+        # hits one bank 32 times (the statement's tile[32][33] is there to prevent it)
+        "no padding (bank conflicts)": _edit(_TRANSPOSE, "tile[TILE][TILE + 1];",
+                                             "tile[TILE][TILE];"),
+        # no padding and the tile stored transposed: the conflicts move to the stores
+        "conflicts on the stores": _edit(_edit(_edit(
+            _TRANSPOSE, "tile[TILE][TILE + 1];", "tile[TILE][TILE];"),
+            "tile[i][threadIdx.x] = x[r * cols + c]", "tile[threadIdx.x][i] = x[r * cols + c]"),
+            "= tile[threadIdx.x][i];", "= tile[i][threadIdx.x];"),
+        # the tile read back without swapping the thread axes: threadIdx.x walks y's rows, so
+        # the stores of a warp lie 4 * rows bytes apart (uncoalesced)
+        "strided stores": _edit(_edit(
+            _TRANSPOSE, "const long long c = c0 + i, r = r0 + threadIdx.x;",
+            "const long long c = c0 + threadIdx.x, r = r0 + i;"),
+            "= tile[threadIdx.x][i];", "= tile[i][threadIdx.x];"),
+        # threadIdx.x along x's rows on the way in: the loads are strided, the stores coalesced
+        "strided loads": _edit(_edit(
+            _TRANSPOSE, "const long long r = r0 + i, c = c0 + threadIdx.x;",
+            "const long long r = r0 + threadIdx.x, c = c0 + i;"),
+            "tile[i][threadIdx.x] = x[r * cols + c]", "tile[threadIdx.x][i] = x[r * cols + c]"),
+        # the load checks the column only: the last tile reads rows past the end of x (those
+        # values are never stored, so only compute-sanitizer sees it)
+        "load reads past x": _edit(_TRANSPOSE, "if (r < rows && c < cols) tile[i]",
+                                   "if (c < cols) tile[i]"),
+        # the store's row bound moved by one: y[c][rows] is one past the end of row c
+        "one past the end": _edit(_TRANSPOSE, "if (c < cols && r < rows) y[c * rows + r]",
+                                  "if (c < cols && r <= rows) y[c * rows + r]"),
         "plain PyTorch": "TRANSPOSE_SOURCE = lambda x: x.t().contiguous()\n",
         "a constant": r'''
 TRANSPOSE_SOURCE = r"""
@@ -148,6 +204,33 @@ extern "C" __global__ void transpose(const float* __restrict__ x, float* __restr
                              "    part[threadIdx.x / 32][lane] = sum;\n    __syncwarp();\n"
                              "    if (lane == 0) for (int l = 1; l < 32; ++l) "
                              "sum += part[threadIdx.x / 32][l];\n"),
+        # a mask of 16 lanes while all 32 call the shuffle: undefined behaviour that happens to
+        # work on sm_90, where the mask is not enforced
+        "partial shuffle mask": _edit(_WARP_SUM, "__shfl_down_sync(0xffffffff,",
+                                      "__shfl_down_sync(0xffff,"),
+        # the tree starts at offset 8: lane 0 adds the partial sums of lanes 0..15 only
+        "lanes 0..15 only": _edit(_WARP_SUM, "int offset = 16;", "int offset = 8;"),
+        # the running sum in 16 bits: a long row loses its low digits
+        "__half accumulator": _edit(_edit(_edit(_edit(_edit(
+            _WARP_SUM, 'WARP_SUM_SOURCE = r"""\n',
+            'WARP_SUM_SOURCE = r"""\n#include <cuda_fp16.h>\n'),
+            "float sum = 0.0f;", "__half sum = __float2half(0.0f);"),
+            "sum += x[row * cols + c];", "sum = __hadd(sum, __float2half(x[row * cols + c]));"),
+            "sum += __shfl_down_sync(0xffffffff, sum, offset);",
+            "sum = __hadd(sum, __shfl_down_sync(0xffffffff, sum, offset));"),
+            "y[row] = sum;", "y[row] = __half2float(sum);"),
+        # each lane sums a contiguous chunk of the row: right sums, but at each step the 32
+        # lanes read addresses a chunk apart (uncoalesced)
+        "a chunk per lane": _edit(
+            _WARP_SUM, "for (long long c = lane; c < cols; c += 32) sum += x[row * cols + c];",
+            "const long long chunk = (cols + 31) / 32;\n"
+            "    for (long long c = lane * chunk; c < (lane + 1) * chunk && c < cols; ++c) "
+            "sum += x[row * cols + c];"),
+        # the loop runs to a multiple of 32 and multiplies the extra reads by 0: the last row
+        # reads past the end of x
+        "reads past the row": _edit(
+            _WARP_SUM, "c < cols; c += 32) sum += x[row * cols + c];",
+            "c < (cols + 31) / 32 * 32; c += 32) sum += x[row * cols + c] * (c < cols);"),
         "plain PyTorch": "import torch\n\nWARP_SUM_SOURCE = torch.sum\n",
         "a constant": r'''
 WARP_SUM_SOURCE = r"""

@@ -1,0 +1,140 @@
+"""Lesson 03's kernel checks, the parts that run without a GPU: the poisoned inputs and fenced
+outputs of the GPU child (with Python stand-ins for the kernel), the verdicts on Nsight
+Compute's counters (with counters made up as ncu reports them), the shuffle-mask test of the
+PTX, and the CPU verdict of 03.silu (never "passed" without a GPU)."""
+
+import pytest
+import torch
+
+import exercises
+from course_utils import env
+from exercises import Mismatch, kernel_checks, lesson03, solutions
+
+TRANSPOSE = lesson03.SPECS["03.transpose"]
+
+
+def _run(kernel):
+    return kernel_checks.run_cases(TRANSPOSE, kernel, device="cpu")
+
+
+def _right(x, y, rows, cols, grid, block):
+    y.copy_(x.t())
+
+
+def test_fences_catch_writes_before_and_after_y_whatever_the_value():
+    def before(x, y, rows, cols, grid, block):
+        _right(x, y, rows, cols, grid, block)
+        if y.numel():  # y is a view into the fenced buffer: element -1 is the fence
+            torch.as_strided(y, (1,), (1,), y.storage_offset() - 1)[0] = 1.0
+
+    def nan_past_the_end(x, y, rows, cols, grid, block):
+        _right(x, y, rows, cols, grid, block)
+        torch.as_strided(y, (y.numel() + 1,), (1,))[-1] = float("nan")
+
+    assert _run(_right) == {"ok": True}
+    assert "before the start of y" in _run(before)["mismatch"]
+    assert "past the end of y" in _run(nan_past_the_end)["mismatch"]
+
+
+def test_a_read_outside_x_that_is_used_shows_in_y():
+    def reads_past_x(x, y, rows, cols, grid, block):
+        _right(x, y, rows, cols, grid, block)
+        if x.numel():  # the element after x's last one lands in y's last
+            y.view(-1)[-1] = torch.as_strided(x, (x.numel() + 1,), (1,))[-1]
+
+    assert "elements differ" in _run(reads_past_x)["mismatch"]
+
+
+def test_the_sanitizer_case_uses_exact_allocations():
+    seen = []
+
+    def spy(x, y, rows, cols, grid, block):
+        seen.append(x.untyped_storage().nbytes() == x.numel() * 4)
+        _right(x, y, rows, cols, grid, block)
+
+    kernel_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu",
+                            exact=True)
+    kernel_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu")
+    assert seen == [True, False]
+
+
+def _launch(ld, st, nbytes, waves=(1.0, 1.0), instructions=100.0):
+    sectors = nbytes / 32
+    return {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": ld * sectors,
+            "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": st * sectors,
+            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": waves[0] * instructions,
+            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": waves[1] * instructions,
+            "smsp__sass_inst_executed_op_shared_ld.sum": instructions,
+            "smsp__sass_inst_executed_op_shared_st.sum": instructions}
+
+
+def test_transpose_counters_reject_strided_access_and_bank_conflicts():
+    (rows, cols), = lesson03.TRANSPOSE_PROFILED
+    nbytes = rows * cols * 4
+    assert "coalesced, no bank conflicts" in lesson03._transpose_access(
+        [_launch(1.0, 1.0, nbytes)])[0]
+    for launch, says in [(_launch(8.0, 1.0, nbytes), "reading x moves 8.0 sectors"),
+                         (_launch(1.0, 8.0, nbytes), "writing y moves 8.0 sectors"),
+                         (_launch(1.0, 1.0, nbytes, (32.0, 1.0)), "load from the tile takes 32"),
+                         (_launch(1.0, 1.0, nbytes, (1.0, 2.0)), "store into the tile takes 2")]:
+        with pytest.raises(Mismatch, match=says):
+            lesson03._transpose_access([launch])
+    missing = lesson03._transpose_access([{}])
+    assert missing[0].startswith(kernel_checks.UNMEASURED)
+
+
+def test_warp_sum_counters_reject_uncoalesced_reads():
+    (rows, cols), = lesson03.WARP_SUM_PROFILED
+    assert "coalesced reads" in lesson03._warp_sum_access([_launch(1.0, 8.0, rows * cols * 4)])[0]
+    with pytest.raises(Mismatch, match="8.0 sectors per sector"):
+        lesson03._warp_sum_access([_launch(8.0, 8.0, rows * cols * 4)])
+
+
+def _silu_launches(extra=0, scalar=False):
+    found = []
+    for n, ox, oy in lesson03.SILU_PROFILED:
+        want = lesson03._silu_accesses(n, ox, oy)
+        made = n if scalar else want + extra
+        found.append(dict(zip(kernel_checks.THREAD_METRICS, (float(made), float(made)),
+                              strict=True)))
+    return found
+
+
+def test_silu_counters_want_a_float4_per_aligned_group_and_each_element_once():
+    assert "16-byte accesses" in lesson03.silu_access(_silu_launches())[0]
+    with pytest.raises(Mismatch, match="went one element at a time"):
+        lesson03.silu_access(_silu_launches(scalar=True))
+    with pytest.raises(Mismatch, match="went one element at a time"):  # 3 more in one thread
+        lesson03.silu_access(_silu_launches(extra=3))
+    # without the thread-level counters: the sectors of the large aligned launches
+    sectors = [_launch(1.0, 1.0, 4 * n) for n, _, _ in lesson03.SILU_PROFILED]
+    assert lesson03.silu_access(sectors)
+    with pytest.raises(Mismatch, match="4.0 sectors per sector"):
+        lesson03.silu_access([_launch(4.0, 4.0, 4 * n) for n, _, _ in lesson03.SILU_PROFILED])
+
+
+def test_a_missing_measurement_is_said_and_fails_under_strict(monkeypatch):
+    report = exercises.Report()
+    kernel_checks.unmeasured(report, "coalescing", "no ncu")
+    assert report.lines == [f"{kernel_checks.UNMEASURED}coalescing (no ncu)"]
+    monkeypatch.setattr(env, "STRICT", True)
+    with pytest.raises(exercises.CannotCheck, match="COURSE_STRICT=1"):
+        kernel_checks.unmeasured(report, "coalescing", "no ncu")
+
+
+def test_a_partial_shuffle_mask_is_read_from_the_ptx():
+    ptx = ("mov.u32 \t%r11, 65535;\nshfl.sync.down.b32 \t%r12|%p7, %r7, %r10, %r9, %r11;\n"
+           "mov.u32 \t%r20, -1;\nshfl.sync.down.b32 \t%r21|%p8, %r7, %r10, %r9, %r20;\n"
+           "shfl.sync.down.b32 \t%r22|%p9, %r7, 16, 31, -1;\n"
+           "shfl.sync.down.b32 \t%r23|%p9, %r7, 16, 31, %r99;\n")  # %r99: computed, not judged
+    assert lesson03.partial_shuffle_masks(ptx) == [0xFFFF]
+
+
+def test_silu_without_a_gpu_says_what_it_did_not_verify():
+    if env.HAS_CUDA or env.unmet("nvrtc"):
+        pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
+    names = exercises.load_cell(solutions.answers()["03.silu"][0], "silu_cpu")
+    result = exercises.run_check("03.silu", names["SILU_SOURCE"])
+    assert result.status == "cannot check here", str(result)
+    text = str(result)
+    assert "not verified here" in text and "Nsight Compute" in text and "memcheck" in text
