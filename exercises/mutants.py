@@ -328,7 +328,7 @@ def all_mutants(exercise: str) -> tuple[list[Mutant], list[tuple[Mutant, str]]]:
 class Outcome:
     mutant: Mutant
     status: str  # "not yet", "cannot check here", "passed", "not attempted", "crashed"
-    said: str  # the first lines of the verdict
+    said: str  # the verdict as the student would read it
     seconds: float
 
     @property
@@ -350,7 +350,7 @@ def _verdict(mutant: Mutant) -> tuple[str, str]:
     except Exception as err:  # the mutant does not even load: a student would see that
         return "not yet", f"the cell raised {type(err).__name__}: {err}"
     result = exercises.run_check(mutant.exercise, *answers)
-    return result.status, "\n".join(str(result).splitlines()[:6])
+    return result.status, str(result)
 
 
 def worker(path: str) -> int:
@@ -402,13 +402,22 @@ def run(mutants: list[Mutant], timeout: float = 900) -> list[Outcome]:
     return outcomes
 
 
+def solution(exercise: str) -> Mutant:
+    """The reference solution, run beside its mutants: it must pass (on a CPU, pass or say
+    what it cannot check), or every "not yet" of its mutants means nothing."""
+    from exercises import solutions
+
+    return Mutant(exercise, "solution", "the reference solution",
+                  solutions.answers()[exercise][0])
+
+
 def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
              report: Callable[[str, list[Outcome]], None] = lambda e, o: None,
              ) -> dict[str, list[Outcome]]:
-    """Every exercise's mutants, in chunks of ``chunk``, ``jobs`` chunks at a time; ``report``
-    as each exercise finishes."""
+    """Every exercise's solution and mutants, in chunks of ``chunk``, ``jobs`` chunks at a
+    time; ``report`` as each exercise finishes (its solution's outcome first)."""
     chunks = [(e, ms[i:i + chunk]) for e in exercises_
-              for ms in [all_mutants(e)[0]] for i in range(0, len(ms), chunk)]
+              for ms in [[solution(e), *all_mutants(e)[0]]] for i in range(0, len(ms), chunk)]
     left = collections.Counter(e for e, _ in chunks)
     results: dict[str, list[Outcome]] = {e: [] for e in exercises_}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -418,8 +427,14 @@ def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
             results[e].extend(future.result())
             left[e] -= 1
             if not left[e]:
+                results[e].sort(key=lambda o: o.mutant.operator != "solution")
                 report(e, results[e])
     return results
+
+
+def solution_ok(outcome: Outcome) -> bool:
+    return outcome.status == "passed" or (outcome.status == "cannot check here"
+                                          and not env.HAS_CUDA)
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,16 +443,34 @@ def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
 
 
 def _summary(exercise: str, outcomes: list[Outcome]) -> str:
-    killed = sum(o.killed for o in outcomes)
-    generated = sum(o.mutant.operator != "hand-written" for o in outcomes)
-    lines = [f"{exercise:16s} {killed:3d}/{len(outcomes):3d} rejected ({generated} generated, "
-             f"{len(outcomes) - generated} hand-written, "
-             f"{len(all_mutants(exercise)[1])} equivalent listed)"]
-    for o in outcomes:
+    first, wrong = outcomes[0], outcomes[1:]
+    killed = sum(o.killed for o in wrong)
+    generated = sum(o.mutant.operator != "hand-written" for o in wrong)
+    lines = [f"{exercise:16s} {killed:3d}/{len(wrong):3d} rejected ({generated} generated, "
+             f"{len(wrong) - generated} hand-written, "
+             f"{len(all_mutants(exercise)[1])} equivalent listed); solution: {first.status}"]
+    if not solution_ok(first):
+        lines.extend(f"    SOLUTION {ln}" for ln in first.said.splitlines()[:6])
+    for o in wrong:
         if not o.killed:
             lines.append(f"    {o.status.upper()}: {o.mutant.key}")
             lines.extend(f"        {ln}" for ln in o.said.splitlines()[:3])
     return "\n".join(lines)
+
+
+def _record(results: dict[str, list[Outcome]]) -> None:
+    """The solutions' GPU verdicts, as ``python -m exercises.gpu_check_kernels --record``
+    writes them (a CPU shows them beside what it could check)."""
+    import exercises
+    from exercises import gpu_check_kernels, kernel_checks
+
+    passed = {}
+    for e, outcomes in results.items():
+        if e in kernel_checks.CHILDREN and outcomes[0].status == "passed":
+            lines = outcomes[0].said.splitlines()[1:]
+            passed[e] = exercises.Result(exercises.get(e), "passed",
+                                         [ln.removeprefix("   ") for ln in lines])
+    gpu_check_kernels.record(passed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="child processes at once (each runs up to 12 mutants)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run none")
     parser.add_argument("--json", help="write every outcome to this file")
+    parser.add_argument("--record", action="store_true",
+                        help="(GPU) keep what the solutions' checks printed, for machines "
+                             "without a GPU (docs/results/exercises-gpu.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -468,18 +504,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"# {env.environment_line()}", flush=True)
     results = run_many(ids, args.jobs, report=lambda e, o: print(_summary(e, o), flush=True))
-    total = [o for e in ids for o in results[e]]
-    alive = [o for o in total if not o.killed]
-    print(f"\n{len(total) - len(alive)}/{len(total)} wrong answers rejected"
-          + ("" if not alive else f"; {len(alive)} NOT rejected (listed above)"))
+    wrong = [o for e in ids for o in results[e][1:]]
+    alive = [o for o in wrong if not o.killed]
+    failed = [e for e in ids if not solution_ok(results[e][0])]
+    print(f"\n{len(wrong) - len(alive)}/{len(wrong)} wrong answers rejected"
+          + ("" if not alive else f"; {len(alive)} NOT rejected (listed above)")
+          + (f"; the solution of {', '.join(failed)} did not pass" if failed else
+             f"; all {len(ids)} solutions pass"))
     if args.json:
-        stamp = env.environment()
-        data = {"environment": stamp, "exercises": {
+        data = {"environment": env.environment(), "exercises": {
             e: [{"key": o.mutant.key, "status": o.status, "said": o.said,
                  "seconds": o.seconds} for o in results[e]] for e in ids}}
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1, ensure_ascii=False)
-    return 1 if alive else 0
+    if args.record and env.HAS_CUDA:
+        _record(results)
+    return 1 if alive or failed else 0
 
 
 if __name__ == "__main__":
