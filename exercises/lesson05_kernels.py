@@ -90,15 +90,26 @@ def check_smem(loop, report) -> None:
         raise Mismatch(race, "__syncthreads() after the stores into as/bs, and again after the "
                              "inner product, before the next slice's stores")
     sass_checks.expect_no_spills(sass, "your kernel")
-    verified = (f"compiles for sm_90 ({sass.resources.registers} registers, "
+    verified = [f"compiles for sm_90 ({sass.resources.registers} registers, "
                 f"{sass.resources.shared_bytes:,} B of shared memory); the SASS stages the "
                 f"tiles ({sass.count('STS')} STS), reads them ({sass.count('LDS')} LDS), with "
-                f"a BAR.SYNC between the stores and the loads both ways; no local memory")
+                f"a BAR.SYNC between the stores and the loads both ways; no local memory"]
+    try:
+        verified.append(_expect_smem_accesses(loop))
+        unprobed = ""
+    except _NoProbe as why:
+        unprobed = (f"; the accesses of your loop (bounds, coalescing, bank conflicts): NVRTC "
+                    f"could not run it at compile time ({why})")
     if not env.HAS_CUDA:
         raise kernel_checks.cpu_verdict(
-            "05.smem", report, [verified], "the values (against a float64 reference), the ragged "
-            "edges, out-of-bounds accesses (memcheck) and races (racecheck): they need a GPU")
-    report.line(verified)
+            "05.smem", report, verified, "the values (against a float64 reference), the ragged "
+            "edges, out-of-bounds accesses (memcheck) and races (racecheck): they need a GPU"
+            + unprobed)
+    for line in verified:
+        report.line(line)
+    if unprobed:
+        report.line("not verified" + unprobed.replace("; the accesses", " the accesses", 1)
+                    + " (only the values and memcheck below)")
     result = kernel_checks.run_child("05.smem", program)
     kernel_checks.expect_child_ok(result, "check the zero-fill of the staging at the edges "
                                           "and the guard on the store")
@@ -154,6 +165,271 @@ def smem_child(program: str, small: bool) -> dict:
                                                  warmup=1).median)
         verdict["cublas"] = rate(timing.benchmark(torch.mm, a, bt.t()).median)
     return verdict
+
+
+# --------------------------------------------------------------------------------------------
+# The 05.smem probe: every thread of a block runs the student's loop at compile time (NVRTC
+# evaluates it as a constexpr function; a, b, c, as and bs record what is read and written),
+# so that any machine sees its accesses: bounds, each element once per block, coalescing, banks
+# --------------------------------------------------------------------------------------------
+SMEM_PROBE_HEAD = r'''
+constexpr int TILE = %(tile)d;
+constexpr int COURSE_G = 24, COURSE_S = 40;  // global / shared accesses kept per thread
+// what one thread did, in program order: (kind | phase << 4, index); phase = barriers passed
+struct CourseThread {
+    int phase = 0, g = 0, s = 0;
+    int gk[COURSE_G] = {}, gi[COURSE_G] = {}, sk[COURSE_S] = {}, si[COURSE_S] = {};
+    __host__ __device__ constexpr void global(int kind, long long i) {
+        if (g < COURSE_G) { gk[g] = kind | phase << 4; gi[g] = int(i); }
+        ++g;
+    }
+    __host__ __device__ constexpr void shared(int kind, int i) {
+        if (s < COURSE_S) { sk[s] = kind | phase << 4; si[s] = i; }
+        ++s;
+    }
+};
+struct CourseRef {  // an element of a, b or c: reading or writing it is recorded
+    CourseThread* t; int kind; long long i;
+    __host__ __device__ constexpr operator float() const { t->global(kind, i); return 1.0f; }
+    __host__ __device__ constexpr const CourseRef& operator=(float) const {
+        t->global(kind + 8, i); return *this;
+    }
+    __host__ __device__ constexpr const CourseRef& operator+=(float) const {
+        t->global(kind, i); t->global(kind + 8, i); return *this;
+    }
+};
+struct CoursePointer {  // a, b and c
+    CourseThread* t; int kind; long long base;
+    __host__ __device__ constexpr CourseRef operator[](long long i) const {
+        return {t, kind, base + i};
+    }
+    __host__ __device__ constexpr CourseRef operator*() const { return {t, kind, base}; }
+    __host__ __device__ constexpr CoursePointer operator+(long long i) const {
+        return {t, kind, base + i};
+    }
+    __host__ __device__ constexpr CoursePointer operator-(long long i) const {
+        return {t, kind, base - i};
+    }
+};
+struct CourseSharedRef {
+    CourseThread* t; float* v; int kind, i;
+    __host__ __device__ constexpr operator float() const { t->shared(kind, i); return *v; }
+    __host__ __device__ constexpr const CourseSharedRef& operator=(float x) const {
+        t->shared(kind + 2, i); *v = x; return *this;
+    }
+};
+struct CourseSharedRow {
+    CourseThread* t; float* v; int kind, row;
+    __host__ __device__ constexpr CourseSharedRef operator[](int col) const {
+        return {t, v + col, kind, row * (TILE + 1) + col};
+    }
+};
+struct CourseShared {  // as and bs: [TILE][TILE + 1] floats
+    CourseThread* t; float* v; int kind;
+    __host__ __device__ constexpr CourseSharedRow operator[](int row) const {
+        return {t, v + row * (TILE + 1), kind, row};
+    }
+};
+struct CourseDim { int x, y, z; };
+#define __syncthreads() (++course_thread.phase)
+#define __syncwarp(...) ((void)0)
+__host__ __device__ constexpr CourseThread course_run(int bx, int by, int tx_, int ty_, int M,
+                                                      int N, int K) {
+    CourseThread course_thread;
+    float course_as[TILE * (TILE + 1)] = {}, course_bs[TILE * (TILE + 1)] = {};
+    const CourseDim threadIdx{tx_, ty_, 0}, blockIdx{bx, by, 0}, blockDim{TILE, TILE, 1};
+    const CoursePointer a{&course_thread, 0, 0}, b{&course_thread, 1, 0}, c{&course_thread, 2, 0};
+    const CourseShared as{&course_thread, course_as, 0}, bs{&course_thread, course_bs, 1};
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const int row = row0 + ty, col = col0 + tx;
+    (void)blockDim; (void)row; (void)col; (void)M; (void)N; (void)K;
+'''
+SMEM_PROBE_TAIL = r'''
+    return course_thread;
+}
+#undef __syncthreads
+#undef __syncwarp
+// every thread of block (bx, by): counts, then each thread's global and shared accesses
+struct CourseBlock { int g[TILE * TILE], s[TILE * TILE], gk[TILE * TILE][COURSE_G],
+                     gi[TILE * TILE][COURSE_G], sk[TILE * TILE][COURSE_S],
+                     si[TILE * TILE][COURSE_S]; };
+__host__ __device__ constexpr CourseBlock course_block(int bx, int by, int M, int N, int K) {
+    CourseBlock out{};
+    for (int t = 0; t < TILE * TILE; ++t) {
+        const CourseThread r = course_run(bx, by, t % TILE, t / TILE, M, N, K);
+        out.g[t] = r.g; out.s[t] = r.s;
+        for (int i = 0; i < COURSE_G; ++i) { out.gk[t][i] = r.gk[i]; out.gi[t][i] = r.gi[i]; }
+        for (int i = 0; i < COURSE_S; ++i) { out.sk[t][i] = r.sk[i]; out.si[t][i] = r.si[i]; }
+    }
+    return out;
+}
+'''
+
+
+class _NoProbe(Exception):
+    """NVRTC cannot run the loop at compile time (it calls something not constexpr)."""
+
+
+SMEM_PROBE_SHAPE = (33, 20, 40)  # M, N, K: ragged in every direction, K not a multiple of TILE
+SMEM_PROBE_BLOCKS = ((0, 0), (1, 2))  # (blockIdx.x, blockIdx.y): a full block, the corner one
+
+
+def _smem_probe(loop: str) -> dict:
+    """{(bx, by): [per thread: (global accesses [(kind, phase, index)], shared accesses
+    [(kind, phase, word)], global count, shared count)]}: what each thread of the probed blocks
+    does at SMEM_PROBE_SHAPE, evaluated by NVRTC (no GPU). Kinds: 0/1/2 a/b/c read, 8/9/10
+    written; shared 0/1 as/bs read, 2/3 written. _NoProbe where NVRTC cannot evaluate it."""
+    m, n, k = SMEM_PROBE_SHAPE
+    program = (SMEM_PROBE_HEAD % {"tile": SMEM_TILE}) + loop + SMEM_PROBE_TAIL
+    threads, g, s = SMEM_TILE * SMEM_TILE, 24, 40
+    found = {}
+    for bx, by in SMEM_PROBE_BLOCKS:
+        try:
+            ints = kernel_checks.constant_ints(
+                program, f"course_block({bx}, {by}, {m}, {n}, {k})", arch="sm_90")
+        except Mismatch as failed:  # not constexpr (an intrinsic, a vector load, ...)
+            raise _NoProbe(failed.message) from None
+        sizes = [threads, threads, threads * g, threads * g, threads * s, threads * s]
+        ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+        gs, ss, gk, gi, sk, si = (ints[end - size:end] for size, end in zip(sizes, ends,
+                                                                             strict=True))
+        found[bx, by] = [
+            ([(gk[t * g + i] & 15, gk[t * g + i] >> 4, gi[t * g + i])
+              for i in range(min(gs[t], g))],
+             [(sk[t * s + i] & 15, sk[t * s + i] >> 4, si[t * s + i])
+              for i in range(min(ss[t], s))],
+             gs[t], ss[t]) for t in range(threads)]
+    return found
+
+
+_SMEM_REFERENCE: dict[str, dict] = {}  # the reference solution's sectors and wavefronts
+
+
+def _smem_costs(probe: dict) -> dict[str, int]:
+    """32-byte sectors of every warp request of a, b (and c), and shared-memory wavefronts of
+    every warp request of as and bs, summed over the probed blocks."""
+    import collections
+
+    costs = collections.Counter()
+    for threads in probe.values():
+        for w in range(0, len(threads), 32):
+            requests: dict[tuple, set] = collections.defaultdict(set)
+            shared: dict[tuple, set] = collections.defaultdict(set)
+            for glob, shr, _, _ in threads[w:w + 32]:
+                seen = collections.Counter()
+                for kind, phase, i in glob:
+                    seen[kind, phase] += 1
+                    requests[kind, phase, seen[kind, phase]].add(i * 4 // 32)
+                seen = collections.Counter()
+                for kind, phase, word in shr:
+                    seen[kind, phase] += 1
+                    shared[kind, phase, seen[kind, phase]].add(word)
+            for (kind, _, _), sectors in requests.items():
+                costs["abc"[kind % 8] + ("-store" if kind >= 8 else "")] += len(sectors)
+            for (kind, _, _), words in shared.items():
+                banks = collections.Counter(word % 32 for word in words)
+                costs[("as", "bs")[kind % 2] + (" stores" if kind >= 2 else " loads")] += \
+                    max(banks.values())
+    return dict(costs)
+
+
+def _expect_smem_accesses(loop: str) -> str:
+    """Mismatch unless every thread of the probed blocks reads A and B inside the tensors, the
+    block reads each element of its rows of A and columns of B once, stores each element of its
+    tile of C once, with loads as coalesced and shared-memory accesses as free of bank
+    conflicts as the reference solution's; what it verified, in words."""
+    import collections
+
+    from exercises import load_cell
+
+    m, n, k = SMEM_PROBE_SHAPE
+    tile = SMEM_TILE
+    shape = f"M, N, K = {m}, {n}, {k}"
+    probe = _smem_probe(loop)
+    for (bx, by), threads in probe.items():
+        row0, col0 = by * tile, bx * tile
+        loads = {0: collections.Counter(), 1: collections.Counter()}
+        stores = collections.Counter()
+        for t, (glob, _, count, _) in enumerate(threads):
+            who = f"thread (tx={t % tile}, ty={t // tile}) of block ({bx}, {by})"
+            expect(count <= 24, f"{shape}: {who} makes {count} global-memory accesses; staging "
+                   f"needs 2 a K slice ({2 * -(-k // tile)} here) and one store of C",
+                   "each thread loads one element of A and one of B per slice, then reads "
+                   "the tile from shared memory")
+            for kind, _, i in glob:
+                name, size, rows = {0: ("A", m * k, "row"), 1: ("B", n * k, "column"),
+                                    2: ("C", m * n, "row")}[kind % 8]
+                expect(kind not in (8, 9), f"{shape}: {who} writes {name}[{i}]: an input",
+                       "store only into C")
+                expect(kind != 2, f"{shape}: {who} reads C[{i}] (C holds nothing yet)",
+                       "accumulate in a register, store it once")
+                expect(0 <= i < size, f"{shape}: {who} {'reads' if kind < 8 else 'writes'} "
+                       f"{name}'s element {i}, outside {name} ({size} elements): an access "
+                       "past the end", "test the row (or column) and k against M, N and K "
+                       "before the access, and load 0.0f there instead")
+                if kind in (0, 1):
+                    loads[kind][i] += 1
+                else:
+                    stores[i] += 1
+        for kind, name, first, count, what in ((0, "A", row0, m, "row"),
+                                               (1, "B", col0, n, "column")):
+            lines = range(first, min(first + tile, count))
+            want = {r * k + kk for r in lines for kk in range(k)}
+            for i, times in sorted(loads[kind].items()):
+                r, kk = divmod(i, k)
+                where = (f"A({r}, {kk})" if kind == 0 else f"B({kk}, {r})")
+                expect(i in want, f"{shape}: block ({bx}, {by}) reads {where}, which it does not "
+                       f"need (its {what}s are {lines.start}..{lines.stop - 1}, k < {k}): an "
+                       "element of another row, or past the end of K", "k = k0 + tx must stay "
+                       "below K: load 0.0f where it does not")
+                expect(times == 1, f"{shape}: block ({bx}, {by}) reads {where} {times} times; "
+                       "staged, each element is read from global memory once per block",
+                       "one element of A and one of B per thread and slice, into as and bs")
+            if missing := sorted(want - set(loads[kind])):
+                r, kk = divmod(missing[0], k)
+                raise Mismatch(f"{shape}: block ({bx}, {by}) never reads "
+                               + (f"A({r}, {kk})" if kind == 0 else f"B({kk}, {r})")
+                               + f" ({len(missing)} elements of {name} it needs are never "
+                               "loaded)", "every slice k0 = 0, TILE, 2 TILE, ... < K, each "
+                               "thread loading k = k0 + tx")
+        want = {r * n + cc for r in range(row0, min(row0 + tile, m))
+                for cc in range(col0, min(col0 + tile, n))}
+        for i, times in sorted(stores.items()):
+            expect(i in want, f"{shape}: block ({bx}, {by}) writes C{divmod(i, n)}, outside its "
+                   "tile of C", "c[(long long)row * N + col], only when row < M and col < N")
+            expect(times == 1, f"{shape}: block ({bx}, {by}) writes C{divmod(i, n)} {times} "
+                   "times", "store acc once, after the K loop")
+        if missing := sorted(want - set(stores)):
+            raise Mismatch(f"{shape}: block ({bx}, {by}) never writes "
+                           f"C{divmod(missing[0], n)} ({len(missing)} elements of its tile)",
+                           "every thread whose row < M and col < N stores its element")
+    costs = _smem_costs(probe)
+    if "reference" not in _SMEM_REFERENCE:
+        from exercises.solutions import lesson05
+
+        reference = load_cell(lesson05.SOLUTIONS["05.smem"], "smem_reference")["SMEM_LOOP"]
+        _SMEM_REFERENCE["reference"] = _smem_costs(_smem_probe(reference))
+    ref = _SMEM_REFERENCE["reference"]
+    for name, what in (("a", "A"), ("b", "B")):
+        expect(costs.get(name, 0) <= 1.25 * ref[name],
+               f"{shape}: your loads of {what} are not coalesced: the warps of the probed blocks "
+               f"touch {costs.get(name, 0)} 32-byte sectors where the staging needs "
+               f"{ref[name]} (consecutive threads must read consecutive addresses)",
+               "threadIdx.x (tx) must walk along K, the contiguous dimension of A and of B: "
+               "as[ty][tx] = A(row0 + ty, k0 + tx), bs[ty][tx] = B(k0 + tx, col0 + ty)")
+    for name in ("as stores", "bs stores", "as loads", "bs loads"):
+        expect(costs.get(name, 0) <= 1.25 * ref.get(name, 0) + 2,
+               f"{shape}: your {name} in shared memory take "
+               f"{costs.get(name, 0)} wavefronts where the reference takes {ref.get(name, 0)}: "
+               "bank conflicts (threads of a warp hitting one bank at different words)",
+               "index as[ty][...] and bs[tx][...] (the +1 column keeps a column's words in "
+               "different banks)")
+    return (f"at {shape}, every thread of blocks {', '.join(map(str, probe))} (run by NVRTC at "
+            "compile time) reads A and B inside the tensors, each element its block needs once, "
+            f"coalesced ({costs.get('a', 0) + costs.get('b', 0)} sectors, as the reference), "
+            "and writes each element of its tile of C once; shared memory without extra bank "
+            "conflicts")
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +521,19 @@ def check_swizzle_cuda(offsets, report) -> None:
                        f"{max(groups.count(g) for g in groups)}-way conflict",
                        "with 4 chunks a row, 2 consecutive rows share a 128-byte line: XOR "
                        "with (row / 2) % 4, not row % 4")
+    # the copy's 16-byte stores: thread t stores chunk i = t + 128 j; a warp's 32 stores go in 4
+    # phases of 8 threads, each conflict-free only where its 8 chunks land in 8 bank groups
+    threads = 128
+    for first in range(0, rows * chunks, 8):
+        groups = [(stores[i] // 16) % 8 for i in range(first, first + 8)]
+        expect(len(set(groups)) == 8,
+               f"the copy's 16-byte stores of threads {first % threads}..{first % threads + 7} "
+               f"(chunks {first}..{first + 7}: rows {first // chunks}..{(first + 7) // chunks}) "
+               f"go to bank groups {groups}, a {max(groups.count(g) for g in groups)}-way "
+               "conflict: the conflicts moved from the ldmatrix reads to the stores",
+               "keep each row's chunks in its own 64 bytes (row * ROW_BYTES + 16 * a chunk): "
+               "8 consecutive chunks are 2 rows, 8 bank groups; the XOR only permutes within "
+               "a row")
     # the copy's 16-byte stores: thread t stores chunk i = t + 128 j; a warp's 32 stores go in 4
     # phases of 8 threads, each conflict-free only where its 8 chunks land in 8 bank groups
     threads = 128

@@ -79,6 +79,22 @@ SMEM_LOOP = r"""
     if (row < M && col < N) c[(long long)row * N + col] = acc;
 """
 ''',
+    # the property taught: the right tiles, but tx walks down a column of A and of B (16 rows
+    # apart, a 32-byte sector each) instead of along K: uncoalesced
+    "uncoalesced loads": _smem("as[ty][tx] = (row < M && k < K) ? a[(long long)row * K + k] : "
+                               """0.0f;
+        bs[ty][tx] = (col0 + ty < N && k < K) ? b[(long long)(col0 + ty) * K + k] : 0.0f;""",
+                               """as[tx][ty] = (row0 + tx < M && k0 + ty < K)
+            ? a[(long long)(row0 + tx) * K + k0 + ty] : 0.0f;
+        bs[tx][ty] = (col0 + tx < N && k0 + ty < K)
+            ? b[(long long)(col0 + tx) * K + k0 + ty] : 0.0f;"""),
+    # K not a multiple of the tile: only whole slices, the ragged end of K is never added
+    "ragged K dropped": _smem("k0 < K; k0 += TILE", "k0 + TILE <= K; k0 += TILE"),
+    # M and N exchanged in the store's guard: right for square C only
+    "M and N swapped in the guard": _smem("if (row < M && col < N)", "if (row < N && col < M)"),
+    # C stored transposed (column-major): the right values in the wrong places, past the end
+    # of C's tile for ragged shapes
+    "C stored transposed": _smem("c[(long long)row * N + col]", "c[(long long)col * M + row]"),
 }
 
 SOLUTIONS["05.swizzle_cuda"] = '''
