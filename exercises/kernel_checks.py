@@ -529,8 +529,8 @@ def per_use(launch: dict, op: str, nbytes: int) -> float | None:
     to move (``nbytes``): 1 when every byte fetched is used (coalesced), up to 8 when each
     4-byte access of a warp costs a sector of its own (strided). None where not measured."""
     sectors = launch.get(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
-    if not isinstance(sectors, float) or nbytes <= 0:
-        return None
+    if not isinstance(sectors, float) or not sectors or nbytes <= 0:
+        return None  # none counted for a launch that must move bytes: not measured, not ideal
     return sectors / (nbytes / 32)
 
 

@@ -196,7 +196,7 @@ def silu_access(launches: list[dict]) -> list[str]:
     for (n, ox, oy), launch in zip(SILU_PROFILED, launches, strict=True):
         want, aligned = _silu_accesses(n, ox, oy), ox % 4 == 0 and oy % 4 == 0
         made = [launch.get(m) for m in kernel_checks.THREAD_METRICS]
-        if all(isinstance(v, float) for v in made):
+        if all(isinstance(v, float) and v > 0 for v in made):
             loads, stores = made
             if not aligned:  # every element once
                 expect(loads <= want and stores <= want,

@@ -138,3 +138,15 @@ def test_silu_without_a_gpu_says_what_it_did_not_verify():
     assert result.status == "cannot check here", str(result)
     text = str(result)
     assert "not verified here" in text and "Nsight Compute" in text and "memcheck" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("id", "says"), [("03.silu", "16-byte accesses on aligned memory"),
+                                          ("03.transpose", "coalesced, no bank conflicts"),
+                                          ("03.warp_sum", "coalesced reads (Nsight Compute)")])
+def test_on_a_gpu_the_solution_passes_with_the_property_measured(id, says):
+    # a GPU run must not pass by skipping the measurement (ncu missing or refused the counters)
+    names = exercises.load_cell(solutions.answers()[id][0], "solution_ncu")
+    result = exercises.run_check(id, *(names[n] for n in exercises.get(id).answers))
+    assert result.passed and says in str(result), str(result)
+    assert kernel_checks.UNMEASURED not in str(result), str(result)

@@ -245,3 +245,9 @@ extern "C" __global__ void warp_row_sum(const float* __restrict__ x, float* __re
 ''',
     },
 }
+
+# The mechanical mutants (exercises/mutants.py) that behave exactly like a solution: none in this
+# lesson. The nearest, 03.silu's one-at-a-time loop run to `i <= first + 4`, writes the same
+# values, but makes five accesses per thread where four are due on misaligned tensors, which the
+# GPU check counts (Nsight Compute); `first + 4 < n` sends one aligned group of four the slow way.
+EQUIVALENT: dict[str, dict[str, str]] = {}
