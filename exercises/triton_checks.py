@@ -153,16 +153,33 @@ def interpreted(fn: Callable) -> Callable:
                     f"{type(fn).__name__}")
 
 
-def expect_in_bounds(run: Callable[[], object], what: str) -> None:
+# seen on an H200 (Triton 3.6, compiled kernels) for 05.triton_dot's interpreted copy, not with
+# Triton 3.8's interpreter on a CPU: the copy then cannot run, through no fault of the answer
+_COPY_FAILED = "Cannot call @triton.jit'd outside of the scope of a kernel"
+
+
+def expect_in_bounds(run: Callable[[], object], what: str) -> str | None:
     """Mismatch naming the first access outside the launch's tensors while ``run()`` runs
-    (interpreted launches only: wrap the answer with :func:`interpreted` first)."""
+    (interpreted launches only: wrap the answer with :func:`interpreted` first). Returns None,
+    or, where this Triton cannot run an interpreted copy of a compiled answer, the line that
+    says memory safety was not checked (the check goes on with the values)."""
+    from course_utils import env
     from exercises import Mismatch
 
     with bounds_checked() as violations, np.errstate(all="ignore"):
-        run()
+        try:
+            run()
+        except Exception as err:
+            if env.TRITON_INTERPRET or _COPY_FAILED not in repr(err) + repr(err.__cause__):
+                raise
+            import triton
+
+            return (f"not verified on this machine: every address inside the tensors (Triton "
+                    f"{triton.__version__} could not run an interpreted copy of your kernel)")
     if violations:
         more = f" ({len(violations) - 1} more like it)" if len(violations) > 1 else ""
         raise Mismatch(f"{what}: {violations[0]}{more}",
                        "mask every load and store whose offsets may pass the end (and the "
                        "start): a masked-off lane touches no memory, an unmasked one does, "
                        "even when its value is thrown away later")
+    return None
