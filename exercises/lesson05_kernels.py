@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from unittest import mock
 
 import numpy as np
@@ -170,14 +171,18 @@ def smem_child(program: str, small: bool) -> dict:
 # --------------------------------------------------------------------------------------------
 # The 05.smem probe: every thread of a block runs the student's loop at compile time (NVRTC
 # evaluates it as a constexpr function; a, b, c, as and bs record what is read and written),
-# so that any machine sees its accesses: bounds, each element once per block, coalescing, banks
+# so that any machine sees its accesses: bounds, each element once per block, coalescing, banks,
+# no read of a tile element no thread stored, no more K steps than the reference
 # --------------------------------------------------------------------------------------------
 SMEM_PROBE_HEAD = r'''
 constexpr int TILE = %(tile)d;
 constexpr int COURSE_G = 24, COURSE_S = 40;  // global / shared accesses kept per thread
+constexpr int COURSE_W = TILE * (TILE + 1), COURSE_NONE = 0x7fffffff;  // words of as (of bs)
 // what one thread did, in program order: (kind | phase << 4, index); phase = barriers passed
 struct CourseThread {
-    int phase = 0, g = 0, s = 0;
+    int phase = 0, g = 0, s = 0, st = 0, who = 0;
+    bool live = false;  // its C(row, col) is inside C: what it reads can reach the output
+    int* first = nullptr;  // the block's [kind][word]: first (phase << 10 | thread) of each
     int gk[COURSE_G] = {}, gi[COURSE_G] = {}, sk[COURSE_S] = {}, si[COURSE_S] = {};
     __host__ __device__ constexpr void global(int kind, long long i) {
         if (g < COURSE_G) { gk[g] = kind | phase << 4; gi[g] = int(i); }
@@ -186,6 +191,11 @@ struct CourseThread {
     __host__ __device__ constexpr void shared(int kind, int i) {
         if (s < COURSE_S) { sk[s] = kind | phase << 4; si[s] = i; }
         ++s;
+        st += kind >= 2;
+        if (kind >= 2 || live) {  // every store; the reads of threads that store C
+            int& at = first[kind * COURSE_W + i];
+            if ((phase << 10 | who) < at) at = phase << 10 | who;
+        }
     }
 };
 struct CourseRef {  // an element of a, b or c: reading or writing it is recorded
@@ -234,8 +244,10 @@ struct CourseDim { int x, y, z; };
 #define __syncthreads() (++course_thread.phase)
 #define __syncwarp(...) ((void)0)
 __host__ __device__ constexpr CourseThread course_run(int bx, int by, int tx_, int ty_, int M,
-                                                      int N, int K) {
+                                                      int N, int K, int* course_first) {
     CourseThread course_thread;
+    course_thread.first = course_first;
+    course_thread.who = ty_ * TILE + tx_;
     float course_as[TILE * (TILE + 1)] = {}, course_bs[TILE * (TILE + 1)] = {};
     const CourseDim threadIdx{tx_, ty_, 0}, blockIdx{bx, by, 0}, blockDim{TILE, TILE, 1};
     const CoursePointer a{&course_thread, 0, 0}, b{&course_thread, 1, 0}, c{&course_thread, 2, 0};
@@ -243,6 +255,7 @@ __host__ __device__ constexpr CourseThread course_run(int bx, int by, int tx_, i
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const int row = row0 + ty, col = col0 + tx;
+    course_thread.live = row < M && col < N;
     (void)blockDim; (void)row; (void)col; (void)M; (void)N; (void)K;
 '''
 SMEM_PROBE_TAIL = r'''
@@ -250,15 +263,17 @@ SMEM_PROBE_TAIL = r'''
 }
 #undef __syncthreads
 #undef __syncwarp
-// every thread of block (bx, by): counts, then each thread's global and shared accesses
+// every thread of block (bx, by): counts, each thread's global and shared accesses, its
+// shared stores, then the block's first access of each word of as and bs (kinds 0-3)
 struct CourseBlock { int g[TILE * TILE], s[TILE * TILE], gk[TILE * TILE][COURSE_G],
                      gi[TILE * TILE][COURSE_G], sk[TILE * TILE][COURSE_S],
-                     si[TILE * TILE][COURSE_S]; };
+                     si[TILE * TILE][COURSE_S], st[TILE * TILE], first[4 * COURSE_W]; };
 __host__ __device__ constexpr CourseBlock course_block(int bx, int by, int M, int N, int K) {
     CourseBlock out{};
+    for (int i = 0; i < 4 * COURSE_W; ++i) out.first[i] = COURSE_NONE;
     for (int t = 0; t < TILE * TILE; ++t) {
-        const CourseThread r = course_run(bx, by, t % TILE, t / TILE, M, N, K);
-        out.g[t] = r.g; out.s[t] = r.s;
+        const CourseThread r = course_run(bx, by, t % TILE, t / TILE, M, N, K, out.first);
+        out.g[t] = r.g; out.s[t] = r.s; out.st[t] = r.st;
         for (int i = 0; i < COURSE_G; ++i) { out.gk[t][i] = r.gk[i]; out.gi[t][i] = r.gi[i]; }
         for (int i = 0; i < COURSE_S; ++i) { out.sk[t][i] = r.sk[i]; out.si[t][i] = r.si[i]; }
     }
@@ -271,48 +286,69 @@ class _NoProbe(Exception):
     """NVRTC cannot run the loop at compile time (it calls something not constexpr)."""
 
 
-SMEM_PROBE_SHAPE = (33, 20, 40)  # M, N, K: ragged in every direction, K not a multiple of TILE
-SMEM_PROBE_BLOCKS = ((0, 0), (1, 2))  # (blockIdx.x, blockIdx.y): a full block, the corner one
+# (blockIdx.x, blockIdx.y), (M, N, K): a full block where TILE divides K (a K loop running a
+# step too many, a step of zeros only, shows in its stores), and the corner block at a shape
+# ragged in every direction (K not a multiple of TILE: the ragged slice)
+SMEM_PROBES = (((0, 0), (33, 20, 2 * SMEM_TILE)), ((1, 2), (33, 20, 40)))
+_G, _S = 24, 40  # COURSE_G, COURSE_S: global and shared accesses kept per thread
+_NONE = 0x7FFFFFFF  # COURSE_NONE: no thread accessed that word
 
 
-def _smem_probe(loop: str) -> dict:
-    """{(bx, by): [per thread: (global accesses [(kind, phase, index)], shared accesses
-    [(kind, phase, word)], global count, shared count)]}: what each thread of the probed blocks
-    does at SMEM_PROBE_SHAPE, evaluated by NVRTC (no GPU). Kinds: 0/1/2 a/b/c read, 8/9/10
-    written; shared 0/1 as/bs read, 2/3 written. _NoProbe where NVRTC cannot evaluate it."""
-    m, n, k = SMEM_PROBE_SHAPE
+@dataclass
+class _Block:
+    """What the threads of one probed block did (:func:`_smem_probe`)."""
+
+    shape: tuple[int, int, int]  # M, N, K
+    # per thread: (global accesses [(kind, phase, index)], shared accesses [(kind, phase,
+    # word)], global count, shared count)
+    threads: list[tuple[list, list, int, int]]
+    stores: list[int]  # per thread: its stores into as and bs
+    first: list[int]  # [kind * words + word]: the block's first (phase << 10 | thread) access
+
+    def label(self) -> str:
+        return "M, N, K = " + ", ".join(map(str, self.shape))
+
+
+def _smem_probe(loop: str) -> dict[tuple[int, int], _Block]:
+    """{(bx, by): _Block} of the blocks and shapes of SMEM_PROBES, evaluated by NVRTC (no GPU).
+    Kinds: 0/1/2 a/b/c read, 8/9/10 written; shared 0/1 as/bs read, 2/3 written (a read is in
+    ``first`` only for a thread whose C(row, col) is inside C). _NoProbe where NVRTC cannot
+    evaluate it."""
     program = (SMEM_PROBE_HEAD % {"tile": SMEM_TILE}) + loop + SMEM_PROBE_TAIL
-    threads, g, s = SMEM_TILE * SMEM_TILE, 24, 40
+    threads, g, s = SMEM_TILE * SMEM_TILE, _G, _S
+    words = SMEM_TILE * (SMEM_TILE + 1)
     found = {}
-    for bx, by in SMEM_PROBE_BLOCKS:
+    for (bx, by), (m, n, k) in SMEM_PROBES:
         try:
             ints = kernel_checks.constant_ints(
                 program, f"course_block({bx}, {by}, {m}, {n}, {k})", arch="sm_90")
         except Mismatch as failed:  # not constexpr (an intrinsic, a vector load, ...)
             raise _NoProbe(failed.message) from None
-        sizes = [threads, threads, threads * g, threads * g, threads * s, threads * s]
+        sizes = [threads, threads, threads * g, threads * g, threads * s, threads * s, threads,
+                 4 * words]
         ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
-        gs, ss, gk, gi, sk, si = (ints[end - size:end] for size, end in zip(sizes, ends,
-                                                                             strict=True))
-        found[bx, by] = [
+        gs, ss, gk, gi, sk, si, st, first = (ints[end - size:end]
+                                             for size, end in zip(sizes, ends, strict=True))
+        found[bx, by] = _Block((m, n, k), [
             ([(gk[t * g + i] & 15, gk[t * g + i] >> 4, gi[t * g + i])
               for i in range(min(gs[t], g))],
              [(sk[t * s + i] & 15, sk[t * s + i] >> 4, si[t * s + i])
               for i in range(min(ss[t], s))],
-             gs[t], ss[t]) for t in range(threads)]
+             gs[t], ss[t]) for t in range(threads)], st, first)
     return found
 
 
-_SMEM_REFERENCE: dict[str, dict] = {}  # the reference solution's sectors and wavefronts
+_SMEM_REFERENCE: dict[str, dict] = {}  # the reference solution's probe
 
 
-def _smem_costs(probe: dict) -> dict[str, int]:
+def _smem_costs(probe: dict[tuple[int, int], _Block]) -> dict[str, int]:
     """32-byte sectors of every warp request of a, b (and c), and shared-memory wavefronts of
     every warp request of as and bs, summed over the probed blocks."""
     import collections
 
     costs = collections.Counter()
-    for threads in probe.values():
+    for block in probe.values():
+        threads = block.threads
         for w in range(0, len(threads), 32):
             requests: dict[tuple, set] = collections.defaultdict(set)
             shared: dict[tuple, set] = collections.defaultdict(set)
@@ -334,26 +370,82 @@ def _smem_costs(probe: dict) -> dict[str, int]:
     return dict(costs)
 
 
+def _smem_reference() -> dict[tuple[int, int], _Block]:
+    """The reference solution's probe (computed once a process)."""
+    if "reference" not in _SMEM_REFERENCE:
+        from exercises import load_cell
+        from exercises.solutions import lesson05
+
+        reference = load_cell(lesson05.SOLUTIONS["05.smem"], "smem_reference")["SMEM_LOOP"]
+        _SMEM_REFERENCE["reference"] = _smem_probe(reference)
+    return _SMEM_REFERENCE["reference"]
+
+
+def _expect_stored_before_read(block: _Block, where: tuple[int, int]) -> None:
+    """Mismatch where a thread whose C(row, col) is inside C reads a word of as or bs that no
+    thread of the block stored in that K step or before it (uninitialised shared memory: the
+    padding column, a slice element left unstored)."""
+    tile, words = SMEM_TILE, SMEM_TILE * (SMEM_TILE + 1)
+    bad = []
+    for kind, name in ((0, "as"), (1, "bs")):
+        for word in range(words):
+            read, wrote = block.first[kind * words + word], block.first[(kind + 2) * words + word]
+            if read != _NONE and (wrote == _NONE or read >> 10 < wrote >> 10):
+                bad.append((read, name, word, wrote))
+    if not bad:
+        return
+    read, name, word, wrote = min(bad)
+    phase, t = read >> 10, read & 1023
+    when = ("no thread of the block ever stores" if wrote == _NONE else
+            f"no thread of the block stores before __syncthreads() number {wrote >> 10}")
+    raise Mismatch(
+        f"{block.label()}: thread (tx={t % tile}, ty={t // tile}) of block {where} reads "
+        f"{name}[{word // (tile + 1)}][{word % (tile + 1)}] after {phase} __syncthreads() (K "
+        f"step {phase // 2}), an element {when}: uninitialised shared memory (it holds whatever "
+        "was left there: zeros on one GPU, garbage on the next)"
+        + (f"; {len(bad)} such elements" if len(bad) > 1 else ""),
+        "a read of a tile element nobody stored: check the inner loop's bound (kk < TILE: "
+        "column TILE is padding no thread writes), and that every thread stores its as[ty][tx] "
+        "and bs[ty][tx] (0.0f outside A and B) every K step")
+
+
+def _expect_k_steps(block: _Block, reference: _Block, where: tuple[int, int]) -> None:
+    """Mismatch where the block makes more stores into shared memory than the reference's
+    (2 a thread a K step): a K loop running more steps than ceil(K / TILE)."""
+    total, ref_total = sum(block.stores), sum(reference.stores)
+    if total <= ref_total:
+        return
+    k = block.shape[2]
+    t = max(range(len(block.stores)), key=lambda i: block.stores[i])
+    per, ref_per = block.stores[t], max(reference.stores)
+    raise Mismatch(
+        f"{block.label()}: block {where} makes {total} stores into as and bs where the "
+        f"reference makes {ref_total}: thread (tx={t % SMEM_TILE}, ty={t // SMEM_TILE}) makes "
+        f"{per} where {ref_per} do (two a K step, {-(-k // SMEM_TILE)} steps for K = {k}); "
+        f"your K loop runs more steps than K needs (a step past the end stages only zeros: "
+        "wasted stores, barriers and reads)",
+        "the K loop runs ceil(K / TILE) steps: k0 = 0, TILE, 2 TILE, ... while k0 < K")
+
+
 def _expect_smem_accesses(loop: str) -> str:
     """Mismatch unless every thread of the probed blocks reads A and B inside the tensors, the
     block reads each element of its rows of A and columns of B once, stores each element of its
-    tile of C once, with loads as coalesced and shared-memory accesses as free of bank
-    conflicts as the reference solution's; what it verified, in words."""
+    tile of C once, reads only words of as and bs stored in that K step or before it, runs no
+    more K steps than the reference solution, with loads as coalesced and shared-memory
+    accesses as free of bank conflicts as the reference's; what it verified, in words."""
     import collections
 
-    from exercises import load_cell
-
-    m, n, k = SMEM_PROBE_SHAPE
     tile = SMEM_TILE
-    shape = f"M, N, K = {m}, {n}, {k}"
     probe = _smem_probe(loop)
-    for (bx, by), threads in probe.items():
+    for (bx, by), block in probe.items():
+        m, n, k = block.shape
+        shape = block.label()
         row0, col0 = by * tile, bx * tile
         loads = {0: collections.Counter(), 1: collections.Counter()}
         stores = collections.Counter()
-        for t, (glob, _, count, _) in enumerate(threads):
+        for t, (glob, _, count, _) in enumerate(block.threads):
             who = f"thread (tx={t % tile}, ty={t // tile}) of block ({bx}, {by})"
-            expect(count <= 24, f"{shape}: {who} makes {count} global-memory accesses; staging "
+            expect(count <= _G, f"{shape}: {who} makes {count} global-memory accesses; staging "
                    f"needs 2 a K slice ({2 * -(-k // tile)} here) and one store of C",
                    "each thread loads one element of A and one of B per slice, then reads "
                    "the tile from shared memory")
@@ -404,13 +496,12 @@ def _expect_smem_accesses(loop: str) -> str:
             raise Mismatch(f"{shape}: block ({bx}, {by}) never writes "
                            f"C{divmod(missing[0], n)} ({len(missing)} elements of its tile)",
                            "every thread whose row < M and col < N stores its element")
-    costs = _smem_costs(probe)
-    if "reference" not in _SMEM_REFERENCE:
-        from exercises.solutions import lesson05
-
-        reference = load_cell(lesson05.SOLUTIONS["05.smem"], "smem_reference")["SMEM_LOOP"]
-        _SMEM_REFERENCE["reference"] = _smem_costs(_smem_probe(reference))
-    ref = _SMEM_REFERENCE["reference"]
+        _expect_stored_before_read(block, (bx, by))
+    reference = _smem_reference()
+    for where, block in probe.items():
+        _expect_k_steps(block, reference[where], where)
+    costs, ref = _smem_costs(probe), _smem_costs(reference)
+    shape = "; ".join(f"block {where} at {block.label()}" for where, block in probe.items())
     for name, what in (("a", "A"), ("b", "B")):
         expect(costs.get(name, 0) <= 1.25 * ref[name],
                f"{shape}: your loads of {what} are not coalesced: the warps of the probed blocks "
@@ -425,11 +516,13 @@ def _expect_smem_accesses(loop: str) -> str:
                "bank conflicts (threads of a warp hitting one bank at different words)",
                "index as[ty][...] and bs[tx][...] (the +1 column keeps a column's words in "
                "different banks)")
-    return (f"at {shape}, every thread of blocks {', '.join(map(str, probe))} (run by NVRTC at "
-            "compile time) reads A and B inside the tensors, each element its block needs once, "
-            f"coalesced ({costs.get('a', 0) + costs.get('b', 0)} sectors, as the reference), "
-            "and writes each element of its tile of C once; shared memory without extra bank "
-            "conflicts")
+    blocks = " and ".join(f"block {where} at {block.label()}" for where, block in probe.items())
+    return (f"every thread of {blocks} (run by NVRTC at compile time) reads A and B inside the "
+            "tensors, each element its block needs once, coalesced "
+            f"({costs.get('a', 0) + costs.get('b', 0)} sectors, as the reference), and writes "
+            "each element of its tile of C once; it reads only tile elements stored in that K "
+            "step or before, in ceil(K / TILE) K steps (its shared-memory stores as the "
+            "reference's); shared memory without extra bank conflicts")
 
 
 # --------------------------------------------------------------------------------------------
