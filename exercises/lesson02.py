@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import contextlib
-from unittest import mock
-
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -23,6 +18,7 @@ from exercises import (
     expect_triton_kernel,
     triton_checks,
 )
+from exercises.triton_checks import call_answer, expect_bounds, expect_one_fused_kernel, fenced
 
 _TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
 
@@ -30,119 +26,6 @@ _TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2)}
 def _dtypes() -> list[torch.dtype]:
     # the Triton interpreter computes bf16 wrongly (it casts to fp32 after loading): GPU only
     return [torch.float32, torch.bfloat16] if env.HAS_CUDA else [torch.float32]
-
-
-def _try_call(fn, *args):
-    """Call the student's function; an exception names the case it failed on."""
-    try:
-        # the interpreter runs exp in NumPy, which warns when exp(-2u) overflows to the
-        # intended inf (x / inf = 0)
-        with np.errstate(over="ignore"):
-            return fn(*args)
-    except NotImplementedError:
-        raise
-    except Exception as err:
-        shapes = ", ".join(f"{tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}"
-                           f"{'' if a.is_contiguous() else ' non-contiguous'}"
-                           for a in args if isinstance(a, torch.Tensor))
-        raise Mismatch(f"on inputs {shapes}: your code raised {type(err).__name__}: {err}",
-                       "try that shape in the stub cell; for views call .contiguous() before "
-                       "using flat offsets, and return early for an empty tensor") from err
-
-
-def fenced(*shape: int, dtype: torch.dtype = torch.float32, transposed: bool = False,
-           scale: float = 1.0) -> torch.Tensor:
-    """Fresh random values in a CPU tensor of ``shape`` (a transposed view of its memory when
-    ``transposed``), with NaN-filled memory as large as the tensor on both sides: an access
-    just outside it touches memory that belongs to no tensor of the launch, which the bounds
-    checker of :mod:`exercises.triton_checks` then names (a neighbouring tensor of the check,
-    where the allocator put one, would hide it)."""
-    numel = int(np.prod(shape))
-    pad = max(numel, 64)
-    buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype)
-    inside = buffer[pad:pad + numel]
-    view = inside.view(*shape[::-1]).t() if transposed else inside.view(*shape)
-    view.copy_(scale * torch.randn(*shape))
-    return view
-
-
-def expect_bounds(fn, cases, what: str) -> list[str]:
-    """Run ``fn`` (the student's launcher) in Triton's interpreter on each ``(label, args)``
-    of ``cases`` (small CPU tensors, :func:`fenced`), every lane's address checked; the
-    labels, for the report line. The same on a GPU: an interpreted copy of the answer runs."""
-    interpreted = triton_checks.interpreted(fn)
-    for label, args in cases:
-        if unchecked := triton_checks.expect_in_bounds(
-                lambda args=args: _try_call(interpreted, *args), f"{what} on {label}"):
-            return [unchecked]  # this Triton cannot interpret a copy (the line says so)
-    return [label for label, _ in cases]
-
-
-# ATen ops that allocate, or look at or reshape metadata, without a kernel of their own on a GPU
-# (``x.contiguous()`` of a contiguous x reaches no op at all; of a view, it is a ``clone``)
-_NO_KERNEL_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view",
-    "_unsafe_view", "_reshape_alias", "as_strided", "detach", "alias", "lift_fresh", "t",
-    "transpose", "permute", "expand", "slice", "select", "narrow", "unsqueeze", "squeeze",
-    "split", "split_with_sizes", "unbind", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "is_contiguous"})
-
-
-class _TorchOps(TorchDispatchMode):
-    """The ATen ops run inside the block, except those inside a Triton launch (the
-    interpreter moves the arguments with ATen ops of its own)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops: collections.Counter[str] = collections.Counter()
-        self.launching = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not self.launching:
-            self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
-def expect_one_fused_kernel(fn, args, what: str) -> str:
-    """Mismatch unless ``fn(*args)`` runs exactly one Triton launch and no PyTorch op that
-    computes or copies (allocating the output, views and metadata are fine): "one fused kernel"
-    checked the same way on a CPU (the interpreter) and a GPU. ``args`` must be contiguous,
-    where ``.contiguous()`` costs nothing; the launched kernel's name is returned."""
-    launched: collections.Counter[str] = collections.Counter()
-    torch_ops = _TorchOps()
-
-    def counting(original):
-        def run(self, *a, **k):
-            if k.get("warmup"):
-                return original(self, *a, **k)
-            launched[getattr(getattr(self, "fn", self), "__name__", "?")] += 1
-            torch_ops.launching += 1
-            try:
-                return original(self, *a, **k)
-            finally:
-                torch_ops.launching -= 1
-
-        return run
-
-    with contextlib.ExitStack() as stack:
-        for cls in _triton_launchers():
-            stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
-        stack.enter_context(torch_ops)
-        _try_call(fn, *args)
-    shapes = ", ".join(f"{tuple(a.shape)}" for a in args)
-    computing = sorted(op for op in torch_ops.ops if op not in _NO_KERNEL_OPS)
-    expect(not computing, f"{what}: on contiguous input(s) {shapes} the call also ran the PyTorch "
-           f"op(s) {', '.join(computing)} besides Triton: on a GPU each is a kernel of its "
-           "own, with its own round trip to DRAM", "do all the work in your one kernel: "
-           "allocate the output with torch.empty (the kernel writes every element), pass the "
-           "input's pointer, and compute and index inside the kernel (no .chunk(...)"
-           ".contiguous() copies, no arithmetic on tensors outside it)")
-    total = sum(launched.values())
-    expect(total == 1, f"{what}: one call launched {total} Triton kernel(s) "
-           f"({', '.join(f'{k} x{v}' for k, v in launched.items()) or 'none'}); the exercise "
-           "asks for one fused kernel", "one launch of one kernel that reads the input once "
-           "and writes the output once")
-    return next(iter(launched))
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,7 +67,7 @@ def check_reverse(reverse_kernel, report) -> None:
     for n in (1, 7, 64, 1000):
         x = torch.randn(n + 2 * REVERSE_BLOCK, device=device)[:n]  # a read past x stays ours
         y, guard = _guarded(n, device)
-        _try_call(lambda x, y, n: reverse_kernel[(triton.cdiv(n, REVERSE_BLOCK),)](
+        call_answer(lambda x, y, n: reverse_kernel[(triton.cdiv(n, REVERSE_BLOCK),)](
             x, y, n, BLOCK=REVERSE_BLOCK), x, y, n)
         expect(bool(guard.isnan().all()),
                f"n={n}: your kernel stored past the end of y (the guard after it changed)",
@@ -249,7 +132,7 @@ def check_bias_gelu(bias_gelu, report) -> None:
     for dtype in _dtypes():
         atol, rtol = _TOL[dtype]
         for label, x, bias in _bias_gelu_cases(device, dtype):
-            got = _try_call(bias_gelu, x, bias)
+            got = call_answer(bias_gelu, x, bias)
             compare(got, F.gelu(x.float() + bias.float(), approximate="tanh").to(dtype),
                     what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
                     hint="the bias index of flat element i is i % n_cols (x must be "
@@ -413,7 +296,7 @@ def check_silu_mul(silu_mul, report) -> None:
                          ("a in [-13, -11.5]", torch.cat([low, r(9, 16)], 1).to(dtype))]:
             a, b = x.float().chunk(2, dim=-1)
             _prime_allocator(x.shape[0], x.shape[1] // 2, dtype, device)
-            compare(_try_call(silu_mul, x), (F.silu(a) * b).to(dtype),
+            compare(call_answer(silu_mul, x), (F.silu(a) * b).to(dtype),
                     what=f"{label} {str(dtype).removeprefix('torch.')}", atol=atol, rtol=rtol,
                     hint="for output i: row = i // d, col = i % d; read x at row*2d + col and "
                          "row*2d + d + col (after x = x.contiguous()); compute in float32 "

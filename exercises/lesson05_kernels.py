@@ -7,10 +7,8 @@ section of its idea (``section=``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
-from unittest import mock
 
 import numpy as np
 import torch
@@ -27,8 +25,8 @@ from exercises import (
     triton_checks,
     triton_launches,
 )
-from exercises.lesson02 import fenced
 from exercises.sass_checks import Need
+from exercises.triton_checks import fenced, interpreted_memory
 
 # --------------------------------------------------------------------------------------------
 # The shared-memory K loop (CUDA)
@@ -742,37 +740,6 @@ def _expect_dot(matmul, a, b, what: str, atol: float, rtol: float, hint: str) ->
             rtol=rtol, hint=hint)
 
 
-@contextlib.contextmanager
-def _interpreted_memory():
-    """Two things the interpreter hides, shown: the masked-off lanes of a ``tl.load`` without
-    ``other=`` read as NaN (they are undefined; compiled, they hold whatever the registers
-    held, not the interpreter's zeros), and the addresses stored are recorded, so that an
-    element of the output never written shows, whatever ``torch.empty`` happened to hold.
-    Yields ``{"stored": [address arrays], "undefined": [the loads with such lanes]}``."""
-    from triton.runtime import interpreter
-
-    load = interpreter.InterpreterBuilder.create_masked_load
-    store = interpreter.InterpreterBuilder.create_masked_store
-    seen: dict[str, list] = {"stored": [], "undefined": []}
-
-    def undefined(self, ptrs, mask, other, *rest):
-        dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
-        if other is None and np.issubdtype(dtype, np.floating) and not mask.data.all():
-            seen["undefined"].append(ptrs)
-            other = interpreter.TensorHandle(np.full(ptrs.data.shape, np.nan, dtype=dtype),
-                                             ptrs.get_element_ty())
-        return load(self, ptrs, mask, other, *rest)
-
-    def recorded(self, ptrs, value, mask, *rest):
-        active = np.broadcast_to(mask.data.astype(bool), ptrs.data.shape)
-        seen["stored"].append(ptrs.data.astype(np.uint64)[active])
-        return store(self, ptrs, value, mask, *rest)
-
-    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", undefined), \
-            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", recorded):
-        yield seen
-
-
 def _dot_bounds(matmul) -> list[str]:
     """``matmul`` interpreted, on CPU operands between NaN guard zones: every lane's address
     inside A, B or C, every element of C written, none from an undefined lane; the cases, for
@@ -786,7 +753,7 @@ def _dot_bounds(matmul) -> list[str]:
         b = fenced(k, n, transposed=transposed)
         what = f"float32 {m}x{n}x{k}" + (" (A and B transposed)" if transposed else "")
         out = []
-        with _interpreted_memory() as seen, triton_launches() as launched:
+        with interpreted_memory() as seen, triton_launches() as launched:
             unchecked = triton_checks.expect_in_bounds(
                 lambda a=a, b=b, out=out: out.append(interpreted(a, b)), f"your matmul on {what}")
         if unchecked:  # this Triton cannot interpret a copy: the values are checked below

@@ -1,5 +1,6 @@
-"""Memory safety of a Triton kernel a student wrote, on any machine: every load and store
-checked against the tensors the launch was given, in Triton's interpreter.
+"""Checks of a Triton kernel a student wrote, on any machine: its memory safety (every load and
+store checked against the tensors the launch was given, in Triton's interpreter) and, for a
+fusion exercise, that one call is one fused kernel.
 
 Values alone miss two classic bugs: a load that reads outside its tensor whose values are
 masked away later (or land in padding nobody compares), and a store one element past the end
@@ -14,11 +15,20 @@ Triton 3.8 (``'InterpreterBuilder' object has no attribute 'create_make_block_pt
 
 On a GPU the student's kernels are compiled ones: :func:`interpreted` makes interpreted copies
 of them (and of the Python function that launches them), so the same check runs there too, on
-small problems, before the compiled kernel is run and timed.
+small problems, before the compiled kernel is run and timed. :func:`expect_bounds` does it all
+for a launcher on a list of cases, each input :func:`fenced` (NaN on both sides, so that an
+access just outside lands in no tensor); :func:`interpreted_memory` shows two things the
+interpreter hides (masked-off lanes of a load without ``other=``, outputs never written).
+Where a Triton cannot run an interpreted copy of a compiled answer, :func:`expect_in_bounds`
+and :func:`expect_bounds` return a "not verified ..." line instead, for the report.
+
+:func:`expect_one_fused_kernel` counts what one call runs, the same way on a CPU and a GPU: one
+Triton launch and no PyTorch op that computes or copies.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import types
 from collections.abc import Callable, Iterator
@@ -27,6 +37,9 @@ from unittest import mock
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from exercises import Mismatch, _triton_launchers, expect
 
 
 @dataclass(frozen=True)
@@ -164,7 +177,6 @@ def expect_in_bounds(run: Callable[[], object], what: str) -> str | None:
     or, where this Triton cannot run an interpreted copy of a compiled answer, the line that
     says memory safety was not checked (the check goes on with the values)."""
     from course_utils import env
-    from exercises import Mismatch
 
     with bounds_checked() as violations, np.errstate(all="ignore"):
         try:
@@ -183,3 +195,158 @@ def expect_in_bounds(run: Callable[[], object], what: str) -> str | None:
                        "start): a masked-off lane touches no memory, an unmasked one does, "
                        "even when its value is thrown away later")
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs, answers and what the interpreter hides
+# --------------------------------------------------------------------------------------------
+
+
+def fenced(*shape: int, dtype: torch.dtype = torch.float32, transposed: bool = False,
+           scale: float = 1.0) -> torch.Tensor:
+    """Fresh random values in a CPU tensor of ``shape`` (a transposed view of its memory when
+    ``transposed``), with NaN-filled memory as large as the tensor on both sides: an access
+    just outside it touches memory that belongs to no tensor of the launch, which
+    :func:`bounds_checked` then names (a neighbouring tensor of the check, where the allocator
+    put one, would hide it)."""
+    numel = int(np.prod(shape))
+    pad = max(numel, 64)
+    buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype)
+    inside = buffer[pad:pad + numel]
+    view = inside.view(*shape[::-1]).t() if transposed else inside.view(*shape)
+    view.copy_(scale * torch.randn(*shape))
+    return view
+
+
+def call_answer(fn, *args):
+    """``fn(*args)``, the student's function: an exception it raises is a Mismatch naming the
+    inputs it failed on (NotImplementedError, the stub's, passes through)."""
+    try:
+        # the interpreter runs exp in NumPy, which warns when exp(-2u) overflows to the
+        # intended inf (x / inf = 0)
+        with np.errstate(over="ignore"):
+            return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        shapes = ", ".join(f"{tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}"
+                           f"{'' if a.is_contiguous() else ' non-contiguous'}"
+                           for a in args if isinstance(a, torch.Tensor))
+        raise Mismatch(f"on inputs {shapes}: your code raised {type(err).__name__}: {err}",
+                       "try that shape in the stub cell; for views call .contiguous() before "
+                       "using flat offsets, and return early for an empty tensor") from err
+
+
+def expect_bounds(fn, cases, what: str) -> list[str]:
+    """Run ``fn`` (the student's launcher) in Triton's interpreter on each ``(label, args)``
+    of ``cases`` (small CPU tensors, :func:`fenced`), every lane's address checked; the
+    labels, for the report line. The same on a GPU: an interpreted copy of the answer runs."""
+    copy = interpreted(fn)
+    for label, args in cases:
+        if unchecked := expect_in_bounds(lambda args=args: call_answer(copy, *args),
+                                         f"{what} on {label}"):
+            return [unchecked]  # this Triton cannot interpret a copy (the line says so)
+    return [label for label, _ in cases]
+
+
+@contextlib.contextmanager
+def interpreted_memory():
+    """Two things the interpreter hides, shown: the masked-off lanes of a ``tl.load`` without
+    ``other=`` read as NaN (they are undefined; compiled, they hold whatever the registers
+    held, not the interpreter's zeros), and the addresses stored are recorded, so that an
+    element of the output never written shows, whatever ``torch.empty`` happened to hold.
+    Yields ``{"stored": [address arrays], "undefined": [the loads with such lanes]}``."""
+    from triton.runtime import interpreter
+
+    load = interpreter.InterpreterBuilder.create_masked_load
+    store = interpreter.InterpreterBuilder.create_masked_store
+    seen: dict[str, list] = {"stored": [], "undefined": []}
+
+    def undefined(self, ptrs, mask, other, *rest):
+        dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
+        if other is None and np.issubdtype(dtype, np.floating) and not mask.data.all():
+            seen["undefined"].append(ptrs)
+            other = interpreter.TensorHandle(np.full(ptrs.data.shape, np.nan, dtype=dtype),
+                                             ptrs.get_element_ty())
+        return load(self, ptrs, mask, other, *rest)
+
+    def recorded(self, ptrs, value, mask, *rest):
+        active = np.broadcast_to(mask.data.astype(bool), ptrs.data.shape)
+        seen["stored"].append(ptrs.data.astype(np.uint64)[active])
+        return store(self, ptrs, value, mask, *rest)
+
+    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", undefined), \
+            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", recorded):
+        yield seen
+
+
+# --------------------------------------------------------------------------------------------
+# One fused kernel: one Triton launch, no PyTorch op that computes or copies
+# --------------------------------------------------------------------------------------------
+
+
+# ATen ops that allocate, or look at or reshape metadata, without a kernel of their own on a GPU
+# (``x.contiguous()`` of a contiguous x reaches no op at all; of a view, it is a ``clone``)
+_NO_KERNEL_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view",
+    "_unsafe_view", "_reshape_alias", "as_strided", "detach", "alias", "lift_fresh", "t",
+    "transpose", "permute", "expand", "slice", "select", "narrow", "unsqueeze", "squeeze",
+    "split", "split_with_sizes", "unbind", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "is_contiguous"})
+
+
+class _TorchOps(TorchDispatchMode):
+    """The ATen ops run inside the block, except those inside a Triton launch (the
+    interpreter moves the arguments with ATen ops of its own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.launching = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.launching:
+            self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def expect_one_fused_kernel(fn, args, what: str) -> str:
+    """Mismatch unless ``fn(*args)`` runs exactly one Triton launch and no PyTorch op that
+    computes or copies (allocating the output, views and metadata are fine): "one fused kernel"
+    checked the same way on a CPU (the interpreter) and a GPU. ``args`` must be contiguous,
+    where ``.contiguous()`` costs nothing; the launched kernel's name is returned."""
+    launched: collections.Counter[str] = collections.Counter()
+    torch_ops = _TorchOps()
+
+    def counting(original):
+        def run(self, *a, **k):
+            if k.get("warmup"):
+                return original(self, *a, **k)
+            launched[getattr(getattr(self, "fn", self), "__name__", "?")] += 1
+            torch_ops.launching += 1
+            try:
+                return original(self, *a, **k)
+            finally:
+                torch_ops.launching -= 1
+
+        return run
+
+    with contextlib.ExitStack() as stack:
+        for cls in _triton_launchers():
+            stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
+        stack.enter_context(torch_ops)
+        call_answer(fn, *args)
+    shapes = ", ".join(f"{tuple(a.shape)}" for a in args)
+    computing = sorted(op for op in torch_ops.ops if op not in _NO_KERNEL_OPS)
+    expect(not computing, f"{what}: on contiguous input(s) {shapes} the call also ran the PyTorch "
+           f"op(s) {', '.join(computing)} besides Triton: on a GPU each is a kernel of its "
+           "own, with its own round trip to DRAM", "do all the work in your one kernel: "
+           "allocate the output with torch.empty (the kernel writes every element), pass the "
+           "input's pointer, and compute and index inside the kernel (no .chunk(...)"
+           ".contiguous() copies, no arithmetic on tensors outside it)")
+    total = sum(launched.values())
+    expect(total == 1, f"{what}: one call launched {total} Triton kernel(s) "
+           f"({', '.join(f'{k} x{v}' for k, v in launched.items()) or 'none'}); the exercise "
+           "asks for one fused kernel", "one launch of one kernel that reads the input once "
+           "and writes the output once")
+    return next(iter(launched))
