@@ -1,4 +1,4 @@
-"""Exercises of lesson 05: the kernels the student writes. The shared-memory K loop of step 2
+"""Exercises of lesson 05: the kernels the student writes. The shared-memory K loop of step 4
 and the swizzle of a tile loader (CUDA, spliced into the given kernels of ``exercises/cuda/``
 and checked by :mod:`exercises.kernel_checks`: compiled and read on any machine, run on a GPU in
 a child process, the ``*_child`` functions here), and a ``tl.dot`` matmul (Triton). The other
@@ -63,7 +63,7 @@ SMEM_LOOP = r"""
           before=["""from exercises import kernel_checks
 
 print(kernel_checks.numbered("smem_tiles.cu"))  # the kernel your loop goes into"""], intro=f"""
-Step 2's idea without its register blocking: a block of {SMEM_TILE} × {SMEM_TILE} threads
+Step 4's idea without its register blocking: a block of {SMEM_TILE} × {SMEM_TILE} threads
 computes a {SMEM_TILE} × {SMEM_TILE} tile of C, one element per thread, and stages each K slice of
 A and of B in shared memory, so that each element comes from global memory once per block instead
 of once per thread. The kernel below (`exercises/cuda/smem_tiles.cu`) gives the shared arrays
@@ -561,7 +561,7 @@ def _loader_tables(program: str) -> tuple[list[int], list[int]]:
 
 print(kernel_checks.numbered("swizzle_loader.cu"))  # the loader your two functions go into"""],
           intro="""
-Step 3 stores A's tile in shared memory row after row and reads it with `ldmatrix`: with rows
+Steps 9 and 10 store A's tile in shared memory row after row and read it with `ldmatrix`: with rows
 of 64 bytes, the 8 rows one `ldmatrix` phase reads sit in 2 of the 8 bank groups, a 4-way
 conflict. The loader below (`exercises/cuda/swizzle_loader.cu`) calls two functions for its
 addresses: `store_offset(row, chunk)`, where the copy puts a 16-byte chunk, and

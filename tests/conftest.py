@@ -19,6 +19,26 @@ def pytest_configure(config):
         config._course_optional_log = log
 
 
+# Files whose tests are independent and slow on a GPU (a child process, compute-sanitizer,
+# Nsight Compute, a build per kernel): under `--dist loadfile` (the Makefile's) each of their
+# parametrised cases goes to a worker of its own, where a whole file would queue for minutes
+# in one; every other file stays whole in one worker (a notebook's cells share one kernel).
+SPREAD = ("tests/test_exercises.py", "tests/test_supports_edges.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None  # xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling
+
+    class CaseByCaseWhereSlow(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in SPREAD and "[" in nodeid else path
+
+    return CaseByCaseWhereSlow(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     if env.HAS_CUDA:
         return
