@@ -142,13 +142,7 @@ def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
                              **kwargs).ptx
     except Mismatch as failed:
         raise _not_constant(program, expressions, kwargs) or failed from None
-    found = re.search(r"COURSE_PROBE\[(\d+)\](?: = \{([^}]*)\})?", ptx)
-    if found is None:
-        raise RuntimeError("the probe array is not in the PTX")
-    data = bytes(int(x) for x in (found.group(2) or "").split(",") if x.strip())
-    data = data.ljust(int(found.group(1)), b"\0")  # PTX leaves out trailing zero bytes
-    return [int.from_bytes(data[i:i + 4], "little", signed=True)
-            for i in range(0, len(data), 4)]
+    return _probe_ints(ptx)
 
 
 def _not_constant(program: str, expressions: list[str], kwargs: dict,
@@ -613,6 +607,11 @@ def constant_ints(program: str, expression: str, **kwargs) -> list[int]:
     except Mismatch as failed:
         raise _not_constant(program, [expression], kwargs,
                             "constexpr auto {name} = {expr};") or failed from None
+    return _probe_ints(ptx)
+
+
+def _probe_ints(ptx: str) -> list[int]:
+    """The int32 values of the initialiser of ``COURSE_PROBE`` in ``ptx``."""
     found = re.search(r"COURSE_PROBE\[(\d+)\](?: = \{([^}]*)\})?", ptx)
     if found is None:
         raise RuntimeError("the probe variable is not in the PTX")
