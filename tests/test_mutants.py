@@ -5,6 +5,7 @@ equivalent mutants names mutants that exist, and one exercise's mutants all get 
 
 import pytest
 
+from exercises import mutant_operators as ops
 from exercises import mutants, solutions
 
 
@@ -13,44 +14,44 @@ def _changed(operator, line: str) -> set[str]:
 
 
 def test_bound_moves_each_comparison_by_one():
-    assert _changed(mutants.op_bound, "mask = offsets < n") == {"mask = offsets <= n"}
-    assert _changed(mutants.op_bound, "if (r >= rows) return;") == {"if (r > rows) return;"}
-    assert not _changed(mutants.op_bound, "y = x << 2;  // a shift, not a comparison")
+    assert _changed(ops.op_bound, "mask = offsets < n") == {"mask = offsets <= n"}
+    assert _changed(ops.op_bound, "if (r >= rows) return;") == {"if (r > rows) return;"}
+    assert not _changed(ops.op_bound, "y = x << 2;  // a shift, not a comparison")
 
 
 def test_mask_dropped_removes_one_keyword_argument_with_its_brackets():
     line = "a = tl.load(p, mask=(rows < M)[:, None] & (ks < K)[None, :], other=0.0)"
-    assert _changed(mutants.op_mask_dropped, line) == {
+    assert _changed(ops.op_mask_dropped, line) == {
         "a = tl.load(p, other=0.0)",
         "a = tl.load(p, mask=(rows < M)[:, None] & (ks < K)[None, :])"}
 
 
 def test_guard_and_operand_dropped():
     line = "if (row < M && col < N) c[row * N + col] = acc;"
-    assert _changed(mutants.op_guard_dropped, line) == {"c[row * N + col] = acc;"}
-    assert _changed(mutants.op_operand_dropped, line) == {
+    assert _changed(ops.op_guard_dropped, line) == {"c[row * N + col] = acc;"}
+    assert _changed(ops.op_operand_dropped, line) == {
         "if (col < N) c[row * N + col] = acc;", "if (row < M) c[row * N + col] = acc;"}
 
 
 def test_barrier_axes_and_narrowing():
-    assert _changed(mutants.op_barrier, "__syncthreads();") == {"", "__syncwarp();"}
-    assert "tile[threadIdx.y][i] = 0;" in _changed(mutants.op_axes_swapped,
+    assert _changed(ops.op_barrier, "__syncthreads();") == {"", "__syncwarp();"}
+    assert "tile[threadIdx.y][i] = 0;" in _changed(ops.op_axes_swapped,
                                                    "tile[threadIdx.x][i] = 0;")
-    assert "tile[i][threadIdx.x] = 0;" in _changed(mutants.op_axes_swapped,
+    assert "tile[i][threadIdx.x] = 0;" in _changed(ops.op_axes_swapped,
                                                    "tile[threadIdx.x][i] = 0;")
-    assert _changed(mutants.op_narrowed, "acc = tl.zeros((M, N), dtype=tl.float32)") == {
+    assert _changed(ops.op_narrowed, "acc = tl.zeros((M, N), dtype=tl.float32)") == {
         "acc = tl.zeros((M, N), dtype=tl.float16)"}
 
 
 def test_term_dropped_keeps_either_side_of_a_product_or_sum():
-    found = _changed(mutants.op_term_dropped, "y = a * scale + b")
+    found = _changed(ops.op_term_dropped, "y = a * scale + b")
     assert {"y = a + b", "y = scale + b", "y = a * scale"} <= found
 
 
 def test_state_space_gives_a_shared_instruction_a_generic_address():
     line = ': "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");'
     assert ': "=r"(done) : "l"(bar), "r"(parity) : "memory");' in _changed(
-        mutants.op_state_space, line)
+        ops.op_state_space, line)
 
 
 def test_comments_are_not_mutated():
