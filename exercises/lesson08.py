@@ -1,6 +1,10 @@
-"""Exercises of lesson 08: attention (the online softmax, FlashAttention's inner loop, causal
-block skipping, the backward's dK/dV step), each a ``@triton.jit`` function that runs inside a
-kernel of the course.
+"""Exercises of lesson 08, the forward half: attention's online softmax (08.online_step),
+FlashAttention's inner loop (08.attend_block) and causal block skipping (08.key_range), each a
+``@triton.jit`` function that runs inside a kernel of the course; and the helpers the lesson's
+checks share (where a check runs, the problems, the float64 reference, a fresh copy of a kernel
+module with the student's function patched in). The backward's dK/dV step (08.backward_dkdv) is
+in :mod:`exercises.lesson08_backward`; what the interpreter is made to do like a GPU (tf32
+``tl.dot``, float32 running sums) is in :mod:`exercises.triton_precision`.
 
 Where it runs: on a CPU in Triton's interpreter, in fp32 and fp16 (the interpreter computes bf16
 ``tl.dot`` wrongly: it converts bf16 after loading, so bf16 is checked only on a GPU; and its
@@ -10,28 +14,26 @@ which.
 
 The checks try the math's corners, not only random inputs: blocks of ``-inf`` before and after
 real values, large scores with and without a causal mask, causal with Sq < Sk and Sq > Sk, block
-shapes whose causal diagonal leaves a row a fully masked block after real ones, the log-sum-exp
-the forward saves for the backward beside its output, and every gradient of the backward against
-float64 autograd. ``exercises/solutions/lesson08.py`` keeps the wrong answers each must reject.
+shapes whose causal diagonal leaves a row a fully masked block after real ones, and the
+log-sum-exp the forward saves for the backward beside its output.
+``exercises/solutions/lesson08.py`` keeps the wrong answers each must reject.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import math
 import sys
 
-import numpy as np
 import torch
 
 from course_utils import env
 from exercises import CannotCheck, compare, exercise, expect, load_cell
+from exercises.triton_precision import expect_float32, quiet, watched
 
 # the exercises close these subsections; the course's own code is shown after them
 SECTION_SOFTMAX = "Write the update"
 SECTION_FORWARD = "Write the loop body and the ranges"
-SECTION_BACKWARD = "Write the dK/dV step"
 LN2 = math.log(2.0)
 
 
@@ -44,79 +46,12 @@ def _where() -> tuple[str, list[torch.dtype]]:
     return "cuda", [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _tf32(data: np.ndarray) -> np.ndarray:
-    """float32 values rounded to tf32 (10 mantissa bits, to nearest even), as tensor cores read
-    them."""
-    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0x0FFF) + ((bits >> np.uint32(13)) & np.uint32(1)))
-    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
-
-
-@contextlib.contextmanager
-def _tensor_core_precision():
-    """In the interpreter: ``tl.dot`` on float32 operands rounds them to tf32 unless it was
-    given ``input_precision="ieee"``, as a GPU's tensor cores do (the interpreter itself
-    multiplies in full float32 whatever it is asked). Compiled, nothing changes."""
-    if not env.TRITON_INTERPRET:
-        yield
-        return
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    original = builder.create_dot
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        if input_precision != ir.INPUT_PRECISION.IEEE and a.data.dtype == np.float32:
-            a = interpreter.TensorHandle(_tf32(a.data), a.dtype)
-            b = interpreter.TensorHandle(_tf32(b.data), b.dtype)
-        return original(self, a, b, d, input_precision, max_num_imprecise_acc)
-
-    builder.create_dot = create_dot
-    try:
-        yield
-    finally:
-        builder.create_dot = original
-
-
 def _ran_on(device: str, dtypes) -> str:
     names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
     if device == "cpu":
         return (f"checked in Triton's interpreter on the CPU ({names}; bf16 tl.dot is wrong in "
                 "the interpreter, so bf16 is checked on a GPU only)")
     return f"checked compiled on {torch.cuda.get_device_name()} ({names})"
-
-
-def _quiet(fn, *args, **kwargs):
-    # the interpreter runs exp in NumPy, which warns on the overflows a wrong answer makes;
-    # its tl.dot rounds float32 to tf32 where a GPU would
-    with np.errstate(all="ignore"), _tensor_core_precision():
-        return fn(*args, **kwargs)
-
-
-def _watched(fn, outputs: tuple[str, ...], seen: list[str]):
-    """In the interpreter: ``fn``, recording each value it returns (named by ``outputs``) that
-    is not float32 in ``seen``. Compiled, Triton itself refuses a loop variable whose type
-    changes, so ``fn`` is used as it is."""
-    if not env.TRITON_INTERPRET:
-        return fn
-    import triton.language as tl
-
-    def watched(*args, **kwargs):
-        out = fn(*args, **kwargs)
-        for name, value in zip(outputs, out, strict=False):
-            if getattr(value, "dtype", None) != tl.float32:
-                seen.append(f"{name} as {getattr(value, 'dtype', type(value).__name__)}")
-        return out
-
-    return watched
-
-
-def _expect_float32(seen: list[str], fn: str, what: str) -> None:
-    expect(not seen, f"{what}: your {fn} returned {seen[0] if seen else ''}, not float32",
-           "keep the running sums in float32 from one step to the next (the kernel made them "
-           "float32); round to the input's dtype only what goes into a tl.dot. Compiled, Triton "
-           "refuses a loop variable whose type changes")
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,11 +104,11 @@ def streamed_softmax_kernel(x_ptr, y_ptr, lse_ptr, n_cols, BLOCK: tl.constexpr):
 def _streamed(online_step, x: torch.Tensor, block: int):
     names = load_cell(_STREAM_KERNEL, "08_stream")
     seen: list[str] = []
-    names["online_step"] = _watched(online_step, ("m", "l"), seen)  # called by this name
+    names["online_step"] = watched(online_step, ("m", "l"), seen)  # called by this name
     y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _quiet(names["streamed_softmax_kernel"][(x.shape[0],)], x, y, lse, x.shape[1], BLOCK=block)
-    _expect_float32(seen, "online_step", f"{tuple(x.shape)} {str(x.dtype)[6:]}")
+    quiet(names["streamed_softmax_kernel"][(x.shape[0],)], x, y, lse, x.shape[1], BLOCK=block)
+    expect_float32(seen, "online_step", f"{tuple(x.shape)} {str(x.dtype)[6:]}")
     return y, lse
 
 
@@ -268,7 +203,7 @@ def _forward_with(name: str, fn, seen: list[str] | None = None):
     from kernels.attention import triton_fwd
 
     if seen is not None:
-        fn = _watched(fn, ("acc", "m_new", "l_new"), seen)
+        fn = watched(fn, ("acc", "m_new", "l_new"), seen)
     module = _patched(triton_fwd, name, fn)
     return module.forward, module
 
@@ -349,8 +284,8 @@ def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = 
                                                                       causal_only):
             what = f"{label} {str(dtype).removeprefix('torch.')}"
             config = {} if blocks is None else {"config": _config(forward, *blocks)}
-            got, lse2 = _quiet(forward, q, k, v, causal, **config)
-            _expect_float32(seen or [], "attend_block", what)
+            got, lse2 = quiet(forward, q, k, v, causal, **config)
+            expect_float32(seen or [], "attend_block", what)
             compare(got, attention_eager(q, k, v, causal), what=what, atol=atol, rtol=rtol,
                     hint=hint or why)
             compare(lse2 * LN2, _exact(q, k, v, causal).logsumexp(-1).float(),
@@ -479,136 +414,3 @@ def check_key_range(key_range, report) -> None:
         report.line(timing.verdict("causal ≥ 1.6× faster than full (half the blocks)",
                                    f"{full / half:.2f}×", full / half >= 1.6,
                                    "B=4, H=16, S=4096, D=128, bf16"))
-
-
-
-# --------------------------------------------------------------------------------------------
-BACKWARD_STUB = '''
-import triton
-import triton.language as tl
-
-from kernels.attention.triton_bwd import dot  # dot(a, b, IEEE): a @ b, float32 accumulation
-
-
-@triton.jit
-def dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED: tl.constexpr,
-               IEEE: tl.constexpr):
-    """One step of the dK/dV kernel: the program holds a block of BLOCK_N keys, k and v
-    (BLOCK_N, D), and its float32 accumulators dk and dv (BLOCK_N, D); fold in BLOCK_M queries:
-    q and do (BLOCK_M, D) in the input dtype, lse (BLOCK_M,) the forward's log-sum-exp of
-    s · qk_scale in base 2, delta (BLOCK_M,) = rowsum(dO ∘ O). keys (BLOCK_N,) and rows
-    (BLOCK_M,) are their indices; qk_scale = log2(e) / sqrt(D). When MASKED (the causal
-    diagonal), query i sees key j only when j <= i. The kernel multiplies dk by 1 / sqrt(D)
-    when it stores it. Return (dk, dv)."""
-    ...
-'''
-
-DV_WRONG = ("dV = Pᵀ dO is wrong, so Pᵀ is: recompute it from the saved log-sum-exp, "
-            "pt = exp2(dot(k, tl.trans(q)) · qk_scale − lse[None, :]) (keys along the rows, lse "
-            "along the columns; exp2, since lse and qk_scale are in log2 units), then "
-            "dv += dot(pt, do): pt is already (BLOCK_N, BLOCK_M); multiply with dot(a, b, IEEE) "
-            "(tl.dot alone multiplies float32 in tf32)")
-DK_WRONG = ("dV is right, so Pᵀ is; dK = dSᵀ Q is not: dSᵀ = Pᵀ ∘ (dPᵀ − Δ) with "
-            "dPᵀ = V dOᵀ = dot(v, tl.trans(do)) and Δ one number per query, along the columns "
-            "(delta[None, :]); then dk += dot(dst, q)")
-DQ_WRONG = ("dK and dV are right, dQ is not: the course's dQ kernel reads only the forward's lse "
-            "and Δ, so look at what your step changes besides dk and dv")
-CAUSAL_BWD = ("right without a mask, wrong with one: on the causal diagonal (MASKED) query i "
-              "sees key j only when j <= i: pt = tl.where(keys[:, None] <= rows[None, :], pt, "
-              "0.0) before dV and dS use it")
-LARGE_BWD = ("right on unit-sized scores, wrong on large ones: subtract lse inside the exponent, "
-             "2^(s · qk_scale − lse), never 2^(s · qk_scale) / 2^lse, which overflows")
-BLOCKS_BWD = ("right in 32 x 32 blocks, wrong in 16-query steps over 64-key blocks: keys run "
-              "along the rows (BLOCK_N), queries along the columns (BLOCK_M); a product or a "
-              "broadcast with the two swapped only works when they are equal")
-
-def _backward_cases(device: str, dtype: torch.dtype):
-    """(label, (q, k, v), causal, (dK/dV blocks, dQ blocks) or None, hint), simplest first."""
-    def qkv(*shape, scale=1.0):
-        return _qkv(device, dtype, *shape, scale=scale)
-
-    return [("one block 1x1x32x32, D=32", qkv(1, 1, 32, 32, 32), False, None, ""),
-            ("ragged 1x2x77x77, D=64", qkv(1, 2, 77, 77, 64), False, None, ""),
-            ("more keys than queries 1x1x20x70, D=16", qkv(1, 1, 20, 70, 16), False, None, ""),
-            ("one query 1x2x1x50, D=64", qkv(1, 2, 1, 50, 64), False, None, ""),
-            ("causal 1x2x130x130, D=32", qkv(1, 2, 130, 130, 32), True, None, CAUSAL_BWD),
-            ("causal cross 1x1x40x97, D=64", qkv(1, 1, 40, 97, 64), True, None, CAUSAL_BWD),
-            ("causal, queries past the keys 1x1x100x33, D=32", qkv(1, 1, 100, 33, 32), True,
-             None, CAUSAL_BWD),
-            ("causal, one query 1x2x1x40, D=16", qkv(1, 2, 1, 40, 16), True, None, CAUSAL_BWD),
-            ("causal, large scores 1x1x96x96, D=64, |s| ~ 36", qkv(1, 1, 96, 96, 64, scale=6.0),
-             True, None, LARGE_BWD),
-            ("causal 1x2x90x70, D=32, 16-query steps over 64-key blocks",
-             qkv(1, 2, 90, 70, 32), True, ((16, 64), (32, 32)), BLOCKS_BWD)]
-
-
-def _exact_gradients(q, k, v, causal: bool, do) -> dict[str, torch.Tensor]:
-    """dQ, dK, dV of softmax(q kᵀ / √D) v by float64 autograd."""
-    q, k, v = (t.detach().double().requires_grad_() for t in (q, k, v))
-    o = torch.softmax(_exact(q, k, v, causal), dim=-1) @ v
-    o.backward(do.double())
-    return {"dQ": q.grad, "dK": k.grad, "dV": v.grad}
-
-
-# the largest error of each gradient, relative to its largest value: the course's backward
-# stays under a tenth of these (fp32 exact products; fp16 rounds P and dS to 16 bits)
-GRAD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
-
-
-@exercise("08.backward_dkdv", title="The backward's dK/dV step", stub=BACKWARD_STUB,
-          answers=("dkdv_block",), section=SECTION_BACKWARD, intro="""
-Write one step of the dK/dV kernel: `dkdv_block` of `triton_bwd.py`, with the same signature.
-The program holds one block of keys and walks the queries; each step recomputes that block's
-`Pᵀ` from the saved log-sum-exp and adds the queries' share to `dV = Pᵀ dO` and to
-`dK = dSᵀ Q` (the kernel applies the `1/√D` when it stores `dK`), with `dPᵀ = V dOᵀ` and
-`dSᵀ = Pᵀ ∘ (dPᵀ − Δ)`. Everything is transposed: keys along the rows, queries along the
-columns, so `lse` and `delta` broadcast as `[None, :]`. Round `Pᵀ` and `dSᵀ` to the input's dtype
-before their `dot` (the tensor cores want 16 bits). The check runs the lesson's forward, then its
-backward with your step in it (a fresh copy of `triton_bwd.py`), and compares dQ, dK and dV with
-float64 autograd: causal and not, Sq < Sk and Sq > Sk, ragged lengths, one query, large scores,
-blocks of 16 queries over 64 keys.""")
-def check_backward_dkdv(dkdv_block, report) -> None:
-    from kernels.attention import triton_bwd, triton_fwd
-
-    device, dtypes = _where()
-    seen: list[str] = []
-    module = _patched(triton_bwd, "dkdv_block", _watched(dkdv_block, ("dk", "dv"), seen))
-    checked = 0
-    for dtype in dtypes:
-        tol = GRAD_TOL[dtype]
-        for label, tensors, causal, blocks, why in _backward_cases(device, dtype):
-            q, k, v = tensors
-            do = torch.randn(q.shape, device=device).to(dtype)
-            o, lse2 = _quiet(triton_fwd.forward, q, k, v, causal)  # the course's forward
-            configs = None if blocks is None else tuple(module.Config(*b) for b in blocks)
-            got = dict(zip(("dQ", "dK", "dV"),
-                           _quiet(module.backward, q, k, v, o, lse2, do, causal,
-                                  configs=configs), strict=True))
-            _expect_float32(seen, "dkdv_block", f"{label} {str(dtype).removeprefix('torch.')}")
-            exact = _exact_gradients(q, k, v, causal, do)
-            # errors relative to each gradient's largest value (a hundredth of the largest of
-            # the three where one is all but zero: one causal query has dQ = 0)
-            floor = 1e-2 * max(e.abs().max().item() for e in exact.values())
-            for name, hint in (("dV", DV_WRONG), ("dK", DK_WRONG), ("dQ", DQ_WRONG)):
-                scale = max(exact[name].abs().max().item(), floor)
-                compare(got[name], exact[name].to(dtype),
-                        what=f"{label} {str(dtype).removeprefix('torch.')}: {name}",
-                        atol=tol * scale, rtol=tol, hint=why or hint)
-            checked += 1
-    report.line(f"dQ, dK and dV within {', '.join(f'{GRAD_TOL[d]:g}' for d in dtypes)} of "
-                f"float64 autograd (relative to the largest) on {checked // len(dtypes)} "
-                f"problems (causal and not, Sq != Sk both ways, ragged, one query, large "
-                f"scores); {_ran_on(device, dtypes)}")
-    if not device_is_cpu():
-        from course_utils import timing
-
-        q, k, v, do = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16)
-                       for _ in range(4))
-        o, lse2 = triton_fwd.forward(q, k, v, False)
-        mine = timing.benchmark(lambda: module.backward(q, k, v, o, lse2, do, False),
-                                device="cuda").median
-        ours = timing.benchmark(lambda: triton_bwd.backward(q, k, v, o, lse2, do, False),
-                                device="cuda").median
-        report.line(timing.verdict("your backward ≥ 0.9× the course's", f"{ours / mine:.2f}×",
-                                   ours / mine >= 0.9, "B=4, H=16, S=4096, D=128, bf16, same "
-                                   "run"))

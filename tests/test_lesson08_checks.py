@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from exercises import lesson08
+from exercises import triton_precision
 
 pytestmark = pytest.mark.skipif(not env.TRITON_INTERPRET,
                                 reason="the interpreter's additions (TRITON_INTERPRET=1)")
@@ -20,7 +20,7 @@ def test_tf32_keeps_ten_mantissa_bits_rounding_to_nearest_even():
     ulp = 2.0 ** -10  # tf32's spacing at 1
     x = np.array([one, one + ulp, one + ulp / 4, one + 3 * ulp / 4, one + ulp / 2,
                   one + 3 * ulp / 2, -(one + 3 * ulp / 4)], dtype=np.float32)
-    got = lesson08._tf32(x)
+    got = triton_precision.tf32(x)
     want = [one, one + ulp, one, one + ulp, one, one + 2 * ulp, -(one + ulp)]
     assert got.tolist() == want
 
@@ -41,11 +41,11 @@ def _dot_kernel(a_ptr, b_ptr, c_ptr, IEEE: tl.constexpr):
 def test_float32_dot_is_tf32_unless_ieee(ieee):
     a, b = torch.randn(16, 16), torch.randn(16, 16)
     c = torch.empty(16, 16)
-    with lesson08._tensor_core_precision():
+    with triton_precision.tensor_core_precision():
         _dot_kernel[(1,)](a, b, c, IEEE=ieee)
     exact = a.double() @ b.double()
-    tf32 = (torch.from_numpy(lesson08._tf32(a.numpy())).double()
-            @ torch.from_numpy(lesson08._tf32(b.numpy())).double())
+    tf32 = (torch.from_numpy(triton_precision.tf32(a.numpy())).double()
+            @ torch.from_numpy(triton_precision.tf32(b.numpy())).double())
     want = exact if ieee else tf32
     assert (c.double() - want).abs().max() < 1e-5
     assert ieee or (c.double() - exact).abs().max() > 1e-4  # tf32 is visibly not float32
@@ -70,7 +70,7 @@ def _accumulate_kernel(x_ptr, out_ptr):
 
 def test_a_running_sum_that_leaves_float32_is_seen():
     seen: list[str] = []
-    watched = lesson08._watched(_narrowing_step, ("acc", "total"), seen)
+    watched = triton_precision.watched(_narrowing_step, ("acc", "total"), seen)
     _accumulate_kernel.fn.__globals__["_narrowing_step"] = watched
     try:
         _accumulate_kernel[(1,)](torch.randn(16), torch.empty(16))
