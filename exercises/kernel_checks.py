@@ -1,19 +1,19 @@
 """Checking a CUDA kernel a student wrote, on every machine, and saying which checks ran.
 
 An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: described by a
-:class:`Spec` and checked by :func:`check_spec`), or code spliced into a given kernel
-``exercises/cuda/<name>.cu`` at its ``// ==== your code`` line (05.smem, 05.swizzle_cuda,
-07.parity: their lessons compose the steps below). The steps:
+:class:`~exercises.spec_checks.Spec` and checked by :mod:`exercises.spec_checks`), or code
+spliced into a given kernel ``exercises/cuda/<name>.cu`` at its ``// ==== your code`` line
+(05.smem, 05.swizzle_cuda, 07.parity: their lessons compose the steps below). The steps:
 
 1. **compile** with NVRTC (any machine, no GPU): a compile error shows the compiler's first
    errors (:func:`compile_answer`); ``constexpr`` functions of the answer are evaluated by the
-   compiler too (:func:`constant_table`);
+   compiler too (:mod:`exercises.compile_probes`);
 2. **read the SASS** (:mod:`exercises.sass_checks`): the census holds what the statement asks
    for, no local memory, and a barrier between the stores into shared memory and the loads from
    it, both ways inside a loop;
 3. **without a GPU**: "cannot check here", listing what was verified, what needs a GPU, and the
    reference solution's recorded GPU result (:func:`cpu_verdict`; the record is written by
-   ``python -m exercises.gpu_check_kernels --record`` on a GPU);
+   ``python -m course exercises mutants --record`` on a GPU);
 4. **on a GPU**: the kernel runs in a child process (a faulting kernel poisons the CUDA context
    of its process; the notebook must survive it) on awkward shapes, its input inside a poisoned
    buffer (NaN around it: a read outside it that is used shows in the output) and its output
@@ -21,7 +21,7 @@ An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: descr
    case, every tensor an exact allocation, under compute-sanitizer's memcheck and racecheck
    (:func:`sanitize`: a read outside that is never used shows there), then the property the
    lesson teaches from Nsight Compute's counters (coalescing, bank conflicts, 16-byte accesses:
-   :func:`access_counters`, :func:`expect_access`), then it is timed.
+   :mod:`exercises.access_checks`), then it is timed.
 
 ``python -m exercises.kernel_checks <exercise id> <source file> [--small]`` is the child: it
 runs the exercise's child function (:data:`CHILDREN`) and prints its verdict.
@@ -32,18 +32,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import math
-import re
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, Mismatch, Report, compare, expect, needs, sass_checks
+from exercises import CannotCheck, Mismatch, Report, expect, needs
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 # the GPU results of the reference solutions, written by exercises/gpu_check_kernels.py
@@ -53,8 +49,8 @@ RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
 CHILDREN = {
     "03.silu": "exercises.lesson03:silu_child",
     "03.oob": "exercises.lesson03:scale_child",
-    "03.transpose": "exercises.lesson03:transpose_child",
-    "03.warp_sum": "exercises.lesson03:warp_sum_child",
+    "03.transpose": "exercises.lesson03_kernels:transpose_child",
+    "03.warp_sum": "exercises.lesson03_kernels:warp_sum_child",
     "05.smem": "exercises.lesson05_kernels:smem_child",
     "05.swizzle_cuda": "exercises.lesson05_kernels:swizzle_child",
     "07.parity": "exercises.lesson07_kernels:parity_child",
@@ -63,13 +59,6 @@ CHILDREN = {
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
 POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN
 FENCE = -1.0e30  # around an output: no kernel of these exercises writes it (NaN may be written)
-# the profiling call of each exercise whose property Nsight Compute measures: "module:function
-# (source) -> a callable launching the answer's kernel on the profiled cases"
-PROFILES = {
-    "03.silu": "exercises.lesson03:silu_profile",
-    "03.transpose": "exercises.lesson03:transpose_profile",
-    "03.warp_sum": "exercises.lesson03:warp_sum_profile",
-}
 SPLICED = ("the line numbers count from the first line of the kernel file the cell above shows, "
            "with your code in place of the '==== your code' line")
 WHOLE = "the line numbers count from the first line of your source string"
@@ -126,58 +115,6 @@ def compile_answer(source: str, name: str, label: str, *, hint: str = SPLICED, *
                        hint) from None
     except ValueError as err:  # the kernel's name is not in the source
         raise Mismatch(f"{label}: {err}", f"the kernel must be called {name}") from None
-
-
-def constant_table(program: str, expressions: list[str], **kwargs) -> list[int]:
-    """The values of int constant expressions of ``program`` (constexpr functions of the
-    student's code), evaluated by NVRTC at compile time: read from the initialiser of a
-    ``__device__`` array in the PTX, so no GPU is needed. ``kwargs`` as for
-    :func:`compile_answer` (defines, arch, options)."""
-    table = ("extern \"C\" __device__ const int COURSE_PROBE[] = {"
-             + ", ".join(f"int({e})" for e in expressions) + "};\n"
-             "extern \"C\" __global__ void course_probe(int* out) "
-             "{ out[threadIdx.x] = COURSE_PROBE[threadIdx.x]; }\n")
-    try:
-        ptx = compile_answer(program + "\n" + table, "course_probe", "your code", output="ptx",
-                             **kwargs).ptx
-    except Mismatch as failed:
-        raise _not_constant(program, expressions, kwargs) or failed from None
-    return _probe_ints(ptx)
-
-
-def _not_constant(program: str, expressions: list[str], kwargs: dict,
-                  declare: str = "constexpr int {name} = int({expr});") -> Mismatch | None:
-    """Where the probe of :func:`constant_table` fails because an expression is not a constant
-    (a constexpr function that reads past the end of an array, calls a non-constexpr intrinsic,
-    divides by zero, ...): a Mismatch naming the first such expression and NVRTC's notes on why.
-    None when the failure is something else (the program itself does not compile)."""
-    from course_utils import nvrtc
-
-    checks = "".join(declare.format(name=f"course_constant_{i}", expr=e) + "\n"
-                     for i, e in enumerate(expressions))
-    options = {k: v for k, v in kwargs.items() if k in ("defines", "arch", "options")}
-    options.setdefault("arch", "sm_90")
-    try:
-        nvrtc.compile(program + "\n" + checks, None, output="ptx", verbose=False, **options)
-    except nvrtc.CompileError as err:
-        lines = str(err).splitlines()
-        for i, line in enumerate(lines):
-            if "expression must have a constant value" in line:
-                notes = []
-                for j, note in enumerate(lines[i + 1:], i + 1):
-                    if "error" in note:
-                        break
-                    if "note #" in note and "called from" not in note:
-                        said = re.sub(r"^.*?note #\d+-D:\s*", "", note).strip()
-                        code = lines[j + 1].strip() if j + 1 < len(lines) else ""
-                        notes.append(f"{said} (at `{code}`)" if code else said)
-                return Mismatch(
-                    "your code cannot be evaluated at compile time (the check evaluates your "
-                    "constexpr functions with NVRTC): " + ("; ".join(notes) or line.strip()),
-                    "an index past the end of an array is not a constant expression, nor is a "
-                    "call to a function that is not constexpr (an intrinsic, a 16-bit "
-                    "conversion): index inside the arrays and keep to plain arithmetic")
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,246 +268,6 @@ def sanitize(id: str, source: str, tools=("memcheck", "racecheck")) -> list[str]
     return lines
 
 
-# --------------------------------------------------------------------------------------------
-# A whole kernel in a string, described by a Spec (lesson 03)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spec:
-    id: str
-    kernel: str  # the kernel's name in the student's source
-    answer: str  # the name the stub defines (the source string)
-    sass: tuple[sass_checks.Need, ...]  # what the census must show, checked in order
-    make: Callable[[tuple[int, ...], str], torch.Tensor]  # (shape, device) -> input
-    out_shape: Callable[[torch.Tensor], tuple[int, ...]]  # x -> the shape of y (float32)
-    launch: Callable  # launch(kernel, x, y): the launch the statement describes
-    reference: Callable[[torch.Tensor], torch.Tensor]
-    shapes: tuple[tuple[int, ...], ...]  # the awkward shapes a GPU tries
-    bench_shape: tuple[int, ...]
-    nbytes: Callable[[torch.Tensor], int]  # bytes a call must move (for GB/s)
-    sanitize: tuple[str, ...] = ("memcheck",)  # compute-sanitizer tools run on a GPU
-    tolerance: tuple[float, float] = (0.0, 0.0)  # (atol, rtol)
-    hint: str = ""  # for a wrong value
-    barriers: bool = False  # a tile in shared memory: a barrier between its stores and loads
-    # the property the lesson teaches, measured on a GPU by Nsight Compute: the shapes profiled
-    # (by PROFILES[id], usually :func:`spec_profile`), what it measures in words, and
-    # access(launches) -> report lines (a Mismatch when the property does not hold)
-    profile_shapes: tuple[tuple[int, ...], ...] = ()
-    measures: str = ""
-    access: Callable | None = None
-
-
-def _shapes(shapes) -> str:
-    return ", ".join("x".join(map(str, s)) for s in shapes)
-
-
-def check_spec(spec: Spec, source, report: Report) -> None:
-    """Everything this machine can check of a whole-kernel answer; on a CPU, CannotCheck naming
-    what needs a GPU."""
-    expect_source(source, spec.answer, kernel=spec.kernel)
-    found = sass_checks.sass_report(compile_answer(source, spec.kernel, spec.answer, hint=WHOLE))
-    held = sass_checks.expect_opcodes(found, spec.sass)
-    if race := spec.barriers and sass_checks.shared_memory_races(found.sass):
-        raise Mismatch(race, "__syncthreads() between filling the tile and reading it")
-    sass_checks.expect_no_spills(found, "your kernel")
-    verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}, "
-                f"{found.resources.registers} registers a thread, no local memory")
-    if not env.HAS_CUDA:
-        measured = (f", {spec.measures} (Nsight Compute's counters)" if spec.access else "")
-        raise cpu_verdict(spec.id, report, [verified], "running it on awkward shapes "
-                          f"({_shapes(spec.shapes[:4])}, ...) against the reference, with its "
-                          "input poisoned and its output fenced, compute-sanitizer "
-                          f"({', '.join(spec.sanitize)}){measured} and the speed: they need a "
-                          "GPU", recorded_last=True)
-    report.line(verified)
-    expect_child_ok(run_child(spec.id, source), spec.hint, "an index past the end of x or y: "
-                    "check every thread's bounds before it loads or stores")
-    report.line(f"matches the reference on {_shapes(spec.shapes)} (in a child process; x "
-                "inside NaN, nothing written outside y)")
-    for line in sanitize(spec.id, source, spec.sanitize):
-        report.line(line)
-    if spec.access:
-        expect_access(spec.id, source, spec.kernel, report, spec.measures, spec.access)
-    from course_utils import nvrtc
-    from exercises import bandwidth_verdict
-
-    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)  # it ran clean in the child
-    x = spec.make(spec.bench_shape, "cuda")
-    y = torch.empty(spec.out_shape(x), device="cuda")
-    bandwidth_verdict(report, lambda: spec.launch(kernel, x, y), (), spec.nbytes(x))
-
-
-def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda",
-              exact: bool = False) -> dict:
-    """Every shape against the reference (``kernel``: the loaded answer, or any callable taking
-    the same arguments, so this runs on a CPU too): x inside NaN (:func:`poisoned`), y fenced
-    on both sides (:func:`fenced`), x unchanged after the call. ``exact``: x and y each an
-    allocation of its own exact size instead (for compute-sanitizer, which sees an access
-    outside an allocation, not outside a view)."""
-    for shape in shapes or spec.shapes:
-        label = "x".join(map(str, shape))
-        print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        made = spec.make(shape, device)
-        x = made if exact else poisoned(made)
-        out = spec.out_shape(x)
-        if exact:
-            y, outside = torch.full(out, FENCE, device=device), (lambda: None)
-        else:
-            flat, outside = fenced(math.prod(out), device)
-            y = flat.view(out)
-        spec.launch(kernel, x, y)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if where := outside():
-            return {"mismatch": f"{label}: your kernel wrote {where}",
-                    "hint": "a thread whose row or column is out of range must not store"}
-        if not exact and not torch.equal(x, made):
-            return {"mismatch": f"{label}: your kernel changed x (its input)",
-                    "hint": "store into y only"}
-        try:
-            atol, rtol = spec.tolerance
-            compare(y.cpu(), spec.reference(x).cpu(), what=label, atol=atol, rtol=rtol)
-        except Mismatch as wrong:
-            return {"mismatch": wrong.message}
-    return {"ok": True}
-
-
-def spec_child(spec: Spec, source: str, small: bool) -> dict:
-    """The child of a whole-kernel answer: every shape (``small``: the last one only, each
-    tensor an exact allocation, for the sanitizer)."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
-    return run_cases(spec, kernel, shapes=spec.shapes[-1:] if small else None, exact=small)
-
-
-# --------------------------------------------------------------------------------------------
-# On a GPU: the property the lesson teaches, from Nsight Compute's counters
-# --------------------------------------------------------------------------------------------
-
-# per launch: global sectors and requests (coalescing), shared-memory wavefronts per
-# instruction (bank conflicts: 1 wavefront for a conflict-free 4-byte access, 32 for 32-way)
-ACCESS_METRICS = (
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "smsp__sass_inst_executed_op_shared_ld.sum",
-    "smsp__sass_inst_executed_op_shared_st.sum",
-)
-# thread-level global loads and stores actually made (the kernel instrumented by ncu): asked
-# for with the others, and left out on a second try where this ncu does not know them
-THREAD_METRICS = (
-    "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_global_st_pred_on.sum",
-)
-
-
-def profile_setup(id: str, path: str):
-    """Runs under ncu (:func:`course_utils.ncu.profile`'s child): the call that launches the
-    answer in file ``path`` on exercise ``id``'s profiled cases (:data:`PROFILES`)."""
-    module, function = PROFILES[id].split(":")
-    return getattr(importlib.import_module(module), function)(Path(path).read_text())
-
-
-def spec_profile(spec: Spec, source: str):
-    """The profiling call of a whole-kernel answer: one launch per ``spec.profile_shapes``."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
-    tensors = []
-    for shape in spec.profile_shapes:
-        x = spec.make(shape, "cuda")
-        tensors.append((x, torch.empty(spec.out_shape(x), device="cuda")))
-
-    def call():
-        for x, y in tensors:
-            spec.launch(kernel, x, y)
-
-    return call
-
-
-def access_counters(id: str, source: str, kernel: str, timeout: float = 600) -> list[dict] | str:
-    """Nsight Compute's counters (:data:`ACCESS_METRICS`, :data:`THREAD_METRICS` where this ncu
-    has them) of each launch of ``kernel`` in exercise ``id``'s profiling call, in launch order;
-    or a string saying why they could not be read (no ncu, no permission for the counters)."""
-    from course_utils import ncu
-
-    if reason := ncu.unavailable_reason():
-        return reason
-    path = child_source_file(id, source)
-    error = ""
-    for metrics in (ACCESS_METRICS + THREAD_METRICS, ACCESS_METRICS):
-        try:
-            found = ncu.profile(f"{__name__}:profile_setup", id, str(path), sections=(),
-                                metrics=metrics, label=id, timeout=timeout)
-        except (RuntimeError, subprocess.TimeoutExpired) as err:
-            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-            error = next((ln for ln in lines if "ERR_NVGPUCTRPERM" in ln or "==ERROR==" in ln),
-                         lines[-1] if lines else "ncu failed")
-            continue
-        return [k.metrics for k in found.kernels if kernel in k.name]
-    return f"Nsight Compute could not profile it: {error[:300]}"
-
-
-def per_use(launch: dict, op: str, nbytes: int) -> float | None:
-    """Global ``op`` ("ld" or "st") sectors the launch moved per 32-byte sector of data it had
-    to move (``nbytes``): 1 when every byte fetched is used (coalesced), up to 8 when each
-    4-byte access of a warp costs a sector of its own (strided). None where not measured."""
-    sectors = launch.get(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
-    if not isinstance(sectors, float) or not sectors or nbytes <= 0:
-        return None  # none counted for a launch that must move bytes: not measured, not ideal
-    return sectors / (nbytes / 32)
-
-
-def wavefronts(launch: dict, op: str) -> float | None:
-    """Shared-memory wavefronts per ``op`` ("ld" or "st") instruction of the launch: 1 without
-    bank conflicts (4-byte accesses), k for a k-way conflict. None where not measured."""
-    waves = launch.get(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum")
-    count = launch.get(f"smsp__sass_inst_executed_op_shared_{op}.sum")
-    if not isinstance(waves, float) or not isinstance(count, float) or not count:
-        return None
-    return waves / count
-
-
-UNMEASURED = "not verified on this GPU: "  # how a line about a measurement not made starts
-
-
-def unmeasured(report: Report, what: str, why: str) -> None:
-    """``what`` could not be measured on this GPU: a report line saying so (the check may still
-    pass on the values), and under COURSE_STRICT=1 CannotCheck (a GPU run must not pass by
-    skipping a measurement)."""
-    line = f"{UNMEASURED}{what} ({why})"
-    if env.STRICT:
-        raise CannotCheck(line + "; COURSE_STRICT=1 needs it measured")
-    report.line(line)
-
-
-def expect_access(id: str, source: str, kernel: str, report: Report, what: str,
-                  verdict: Callable[[list[dict]], list[str]]) -> None:
-    """Profile exercise ``id``'s answer under Nsight Compute and let ``verdict`` (launches ->
-    report lines, a Mismatch where the property fails, a line starting with
-    :data:`UNMEASURED` for a counter this ncu did not give) judge it; where ncu cannot measure
-    here, :func:`unmeasured`."""
-    found = access_counters(id, source, kernel)
-    if isinstance(found, str):
-        unmeasured(report, what, found)
-        return
-    if not found:
-        unmeasured(report, what, f"Nsight Compute profiled no launch of {kernel}")
-        return
-    for line in verdict(found):
-        if line.startswith(UNMEASURED):
-            unmeasured(report, line[len(UNMEASURED):], "a counter missing")
-        else:
-            report.line(line)
-
-
 def main(argv: list[str]) -> int:
     """The child: run exercise ``argv[0]``'s kernel from file ``argv[1]``; print progress lines
     ``{"case": ...}`` and a verdict. Exit status 1 on a wrong answer (for the sanitizer)."""
@@ -591,31 +288,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-
-
-def constant_ints(program: str, expression: str, **kwargs) -> list[int]:
-    """The ints of ``expression``, a constant expression of a struct type holding only int
-    arrays (the whole result of a constexpr function of the student's code, evaluated once by
-    NVRTC at compile time), read from the initialiser of a ``__device__`` variable in the PTX:
-    no GPU needed. ``kwargs`` as for :func:`compile_answer`."""
-    probe = ("extern \"C\" __device__ const auto COURSE_PROBE = " + expression + ";\n"
-             "extern \"C\" __global__ void course_probe(int* out) "
-             "{ out[threadIdx.x] = reinterpret_cast<const int*>(&COURSE_PROBE)[threadIdx.x]; }\n")
-    try:
-        ptx = compile_answer(program + "\n" + probe, "course_probe", "your code", output="ptx",
-                             **kwargs).ptx
-    except Mismatch as failed:
-        raise _not_constant(program, [expression], kwargs,
-                            "constexpr auto {name} = {expr};") or failed from None
-    return _probe_ints(ptx)
-
-
-def _probe_ints(ptx: str) -> list[int]:
-    """The int32 values of the initialiser of ``COURSE_PROBE`` in ``ptx``."""
-    found = re.search(r"COURSE_PROBE\[(\d+)\](?: = \{([^}]*)\})?", ptx)
-    if found is None:
-        raise RuntimeError("the probe variable is not in the PTX")
-    data = bytes(int(x) for x in (found.group(2) or "").split(",") if x.strip())
-    data = data.ljust(int(found.group(1)), b"\0")  # PTX leaves out trailing zero bytes
-    return [int.from_bytes(data[i:i + 4], "little", signed=True)
-            for i in range(0, len(data), 4)]

@@ -17,6 +17,7 @@ from course_utils import env
 from exercises import (
     Mismatch,
     compare,
+    compile_probes,
     exercise,
     expect,
     expect_triton_kernel,
@@ -318,7 +319,7 @@ def _smem_probe(loop: str) -> dict[tuple[int, int], _Block]:
     found = {}
     for (bx, by), (m, n, k) in SMEM_PROBES:
         try:
-            ints = kernel_checks.constant_ints(
+            ints = compile_probes.constant_ints(
                 program, f"course_block({bx}, {by}, {m}, {n}, {k})", arch="sm_90")
         except Mismatch as failed:  # not constexpr (an intrinsic, a vector load, ...)
             raise _NoProbe(failed.message) from None
@@ -551,7 +552,7 @@ def _loader_tables(program: str) -> tuple[list[int], list[int]]:
     stores = [f"store_offset({r}, {c})" for r in range(rows) for c in range(chunks)]
     loads = [f"ldmatrix_offset({w}, {lane}, {s})" for w in range(rows // 16)
              for s in range(chunks // 2) for lane in range(32)]
-    values = kernel_checks.constant_table(program, stores + loads)
+    values = compile_probes.constant_table(program, stores + loads)
     return values[:len(stores)], values[len(stores):]
 
 

@@ -14,7 +14,15 @@ import re
 import torch
 
 from course_utils import env
-from exercises import Mismatch, compare, exercise, expect, kernel_checks, sass_checks
+from exercises import (
+    Mismatch,
+    compare,
+    compile_probes,
+    exercise,
+    expect,
+    kernel_checks,
+    sass_checks,
+)
 from exercises.sass_checks import Need
 
 # --------------------------------------------------------------------------------------------
@@ -65,7 +73,7 @@ def _ring_compile(program: str, name: str, **kwargs):
 def _ring_table(program: str, expressions: list[str]) -> list[int]:
     from kernels.matmul.hopper import wgmma
 
-    return kernel_checks.constant_table(program, expressions, defines=wgmma.defines("bf16"),
+    return compile_probes.constant_table(program, expressions, defines=wgmma.defines("bf16"),
                                         arch=wgmma.ARCH,
                                         options=(f"-I{wgmma.PRIMITIVES.parent}",))
 
@@ -337,7 +345,7 @@ def check_promote(code, report) -> None:
            "keep the stub's template <int BN> ... void promote(...) and fill its body")
     program = _promote_program(code)
     for bn, h, lo, hi, block in PROMOTE_CASES:
-        got = kernel_checks.constant_table(
+        got = compile_probes.constant_table(
             program + PROMOTE_PROBE, [f"course_promoted<{bn}>({i}, {h}, {lo}f, {hi}f, {block}f)"
                                       for i in range(bn // 2)], **_promote_options())
         want = _promoted(bn, h, lo, hi, block)

@@ -8,13 +8,20 @@ import torch
 
 import exercises
 from course_utils import env
-from exercises import Mismatch, kernel_checks, lesson03, solutions
+from exercises import (
+    Mismatch,
+    access_checks,
+    lesson03,
+    lesson03_kernels,
+    solutions,
+    spec_checks,
+)
 
-TRANSPOSE = lesson03.SPECS["03.transpose"]
+TRANSPOSE = lesson03_kernels.SPECS["03.transpose"]
 
 
 def _run(kernel):
-    return kernel_checks.run_cases(TRANSPOSE, kernel, device="cpu")
+    return spec_checks.run_cases(TRANSPOSE, kernel, device="cpu")
 
 
 def _right(x, y, rows, cols, grid, block):
@@ -52,9 +59,9 @@ def test_the_sanitizer_case_uses_exact_allocations():
         seen.append(x.untyped_storage().nbytes() == x.numel() * 4)
         _right(x, y, rows, cols, grid, block)
 
-    kernel_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu",
+    spec_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu",
                             exact=True)
-    kernel_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu")
+    spec_checks.run_cases(TRANSPOSE, spy, shapes=TRANSPOSE.shapes[-1:], device="cpu")
     assert seen == [True, False]
 
 
@@ -69,25 +76,26 @@ def _launch(ld, st, nbytes, waves=(1.0, 1.0), instructions=100.0):
 
 
 def test_transpose_counters_reject_strided_access_and_bank_conflicts():
-    (rows, cols), = lesson03.TRANSPOSE_PROFILED
+    (rows, cols), = lesson03_kernels.TRANSPOSE_PROFILED
     nbytes = rows * cols * 4
-    assert "coalesced, no bank conflicts" in lesson03._transpose_access(
+    assert "coalesced, no bank conflicts" in lesson03_kernels._transpose_access(
         [_launch(1.0, 1.0, nbytes)])[0]
     for launch, says in [(_launch(8.0, 1.0, nbytes), "reading x moves 8.0 sectors"),
                          (_launch(1.0, 8.0, nbytes), "writing y moves 8.0 sectors"),
                          (_launch(1.0, 1.0, nbytes, (32.0, 1.0)), "load from the tile takes 32"),
                          (_launch(1.0, 1.0, nbytes, (1.0, 2.0)), "store into the tile takes 2")]:
         with pytest.raises(Mismatch, match=says):
-            lesson03._transpose_access([launch])
-    missing = lesson03._transpose_access([{}])
-    assert missing[0].startswith(kernel_checks.UNMEASURED)
+            lesson03_kernels._transpose_access([launch])
+    missing = lesson03_kernels._transpose_access([{}])
+    assert missing[0].startswith(access_checks.UNMEASURED)
 
 
 def test_warp_sum_counters_reject_uncoalesced_reads():
-    (rows, cols), = lesson03.WARP_SUM_PROFILED
-    assert "coalesced reads" in lesson03._warp_sum_access([_launch(1.0, 8.0, rows * cols * 4)])[0]
+    (rows, cols), = lesson03_kernels.WARP_SUM_PROFILED
+    read = lesson03_kernels._warp_sum_access([_launch(1.0, 8.0, rows * cols * 4)])
+    assert "coalesced reads" in read[0]
     with pytest.raises(Mismatch, match="8.0 sectors per sector"):
-        lesson03._warp_sum_access([_launch(8.0, 8.0, rows * cols * 4)])
+        lesson03_kernels._warp_sum_access([_launch(8.0, 8.0, rows * cols * 4)])
 
 
 def _silu_launches(extra=0, scalar=False):
@@ -95,7 +103,7 @@ def _silu_launches(extra=0, scalar=False):
     for n, ox, oy in lesson03.SILU_PROFILED:
         want = lesson03._silu_accesses(n, ox, oy)
         made = n if scalar else want + extra
-        found.append(dict(zip(kernel_checks.THREAD_METRICS, (float(made), float(made)),
+        found.append(dict(zip(access_checks.THREAD_METRICS, (float(made), float(made)),
                               strict=True)))
     return found
 
@@ -115,11 +123,11 @@ def test_silu_counters_want_a_float4_per_aligned_group_and_each_element_once():
 
 def test_a_missing_measurement_is_said_and_fails_under_strict(monkeypatch):
     report = exercises.Report()
-    kernel_checks.unmeasured(report, "coalescing", "no ncu")
-    assert report.lines == [f"{kernel_checks.UNMEASURED}coalescing (no ncu)"]
+    access_checks.unmeasured(report, "coalescing", "no ncu")
+    assert report.lines == [f"{access_checks.UNMEASURED}coalescing (no ncu)"]
     monkeypatch.setattr(env, "STRICT", True)
     with pytest.raises(exercises.CannotCheck, match="COURSE_STRICT=1"):
-        kernel_checks.unmeasured(report, "coalescing", "no ncu")
+        access_checks.unmeasured(report, "coalescing", "no ncu")
 
 
 def test_a_partial_shuffle_mask_is_read_from_the_ptx():
@@ -127,7 +135,7 @@ def test_a_partial_shuffle_mask_is_read_from_the_ptx():
            "mov.u32 \t%r20, -1;\nshfl.sync.down.b32 \t%r21|%p8, %r7, %r10, %r9, %r20;\n"
            "shfl.sync.down.b32 \t%r22|%p9, %r7, 16, 31, -1;\n"
            "shfl.sync.down.b32 \t%r23|%p9, %r7, 16, 31, %r99;\n")  # %r99: computed, not judged
-    assert lesson03.partial_shuffle_masks(ptx) == [0xFFFF]
+    assert lesson03_kernels.partial_shuffle_masks(ptx) == [0xFFFF]
 
 
 def test_silu_without_a_gpu_says_what_it_did_not_verify():
@@ -149,4 +157,4 @@ def test_on_a_gpu_the_solution_passes_with_the_property_measured(id, says):
     names = exercises.load_cell(solutions.answers()[id][0], "solution_ncu")
     result = exercises.run_check(id, *(names[n] for n in exercises.get(id).answers))
     assert result.passed and says in str(result), str(result)
-    assert kernel_checks.UNMEASURED not in str(result), str(result)
+    assert access_checks.UNMEASURED not in str(result), str(result)

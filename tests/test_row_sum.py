@@ -8,7 +8,7 @@ import torch
 
 import kernels
 from course_utils import env
-from exercises import kernel_checks, lesson03
+from exercises import kernel_checks, lesson03_kernels, spec_checks
 from kernels.row_sum import bench
 from kernels.row_sum import nvrtc as row_sum_nvrtc
 
@@ -96,7 +96,7 @@ def test_long_and_many_rows_on_the_gpu(variant):
 
 def test_the_gpu_cases_catch_a_write_past_the_end_and_a_wrong_value():
     # the child's loop, on the CPU with Python stand-ins for the launched kernel
-    spec = lesson03.SPECS["03.warp_sum"]
+    spec = lesson03_kernels.SPECS["03.warp_sum"]
 
     def right(x, y, rows, cols, grid, block):
         y[:] = x.sum(-1)
@@ -109,7 +109,7 @@ def test_the_gpu_cases_catch_a_write_past_the_end_and_a_wrong_value():
         y[:] = x[:, :-1].sum(-1)
 
     def run(kernel):
-        return kernel_checks.run_cases(spec, kernel, device="cpu")
+        return spec_checks.run_cases(spec, kernel, device="cpu")
 
     assert run(right) == {"ok": True}
     assert "wrote past the end of y" in run(past_the_end)["mismatch"]

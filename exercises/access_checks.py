@@ -1,0 +1,132 @@
+"""On a GPU, the property a CUDA exercise teaches, from Nsight Compute's counters: coalescing
+(global sectors per sector of data), bank conflicts (shared-memory wavefronts per instruction)
+and the accesses threads really make (16-byte or 4-byte). The answer's kernel is profiled in a
+child under ``ncu`` (:func:`access_counters`); where ncu cannot measure here, a line says so,
+and under COURSE_STRICT=1 that is "cannot check here" (:func:`unmeasured`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from course_utils import env
+from exercises import CannotCheck, Report
+from exercises.kernel_checks import child_source_file
+
+# the profiling call of each exercise whose property Nsight Compute measures: "module:function
+# (source) -> a callable launching the answer's kernel on the profiled cases"
+PROFILES = {
+    "03.silu": "exercises.lesson03:silu_profile",
+    "03.transpose": "exercises.lesson03_kernels:transpose_profile",
+    "03.warp_sum": "exercises.lesson03_kernels:warp_sum_profile",
+}
+# --------------------------------------------------------------------------------------------
+# On a GPU: the property the lesson teaches, from Nsight Compute's counters
+# --------------------------------------------------------------------------------------------
+
+# per launch: global sectors and requests (coalescing), shared-memory wavefronts per
+# instruction (bank conflicts: 1 wavefront for a conflict-free 4-byte access, 32 for 32-way)
+ACCESS_METRICS = (
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum",
+    "smsp__sass_inst_executed_op_shared_st.sum",
+)
+# thread-level global loads and stores actually made (the kernel instrumented by ncu): asked
+# for with the others, and left out on a second try where this ncu does not know them
+THREAD_METRICS = (
+    "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_global_st_pred_on.sum",
+)
+
+
+def profile_setup(id: str, path: str):
+    """Runs under ncu (:func:`course_utils.ncu.profile`'s child): the call that launches the
+    answer in file ``path`` on exercise ``id``'s profiled cases (:data:`PROFILES`)."""
+    module, function = PROFILES[id].split(":")
+    return getattr(importlib.import_module(module), function)(Path(path).read_text())
+
+
+def access_counters(id: str, source: str, kernel: str, timeout: float = 600) -> list[dict] | str:
+    """Nsight Compute's counters (:data:`ACCESS_METRICS`, :data:`THREAD_METRICS` where this ncu
+    has them) of each launch of ``kernel`` in exercise ``id``'s profiling call, in launch order;
+    or a string saying why they could not be read (no ncu, no permission for the counters)."""
+    from course_utils import ncu
+
+    if reason := ncu.unavailable_reason():
+        return reason
+    path = child_source_file(id, source)
+    error = ""
+    for metrics in (ACCESS_METRICS + THREAD_METRICS, ACCESS_METRICS):
+        try:
+            found = ncu.profile(f"{__name__}:profile_setup", id, str(path), sections=(),
+                                metrics=metrics, label=id, timeout=timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as err:
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            error = next((ln for ln in lines if "ERR_NVGPUCTRPERM" in ln or "==ERROR==" in ln),
+                         lines[-1] if lines else "ncu failed")
+            continue
+        return [k.metrics for k in found.kernels if kernel in k.name]
+    return f"Nsight Compute could not profile it: {error[:300]}"
+
+
+def per_use(launch: dict, op: str, nbytes: int) -> float | None:
+    """Global ``op`` ("ld" or "st") sectors the launch moved per 32-byte sector of data it had
+    to move (``nbytes``): 1 when every byte fetched is used (coalesced), up to 8 when each
+    4-byte access of a warp costs a sector of its own (strided). None where not measured."""
+    sectors = launch.get(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
+    if not isinstance(sectors, float) or not sectors or nbytes <= 0:
+        return None  # none counted for a launch that must move bytes: not measured, not ideal
+    return sectors / (nbytes / 32)
+
+
+def wavefronts(launch: dict, op: str) -> float | None:
+    """Shared-memory wavefronts per ``op`` ("ld" or "st") instruction of the launch: 1 without
+    bank conflicts (4-byte accesses), k for a k-way conflict. None where not measured."""
+    waves = launch.get(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum")
+    count = launch.get(f"smsp__sass_inst_executed_op_shared_{op}.sum")
+    if not isinstance(waves, float) or not isinstance(count, float) or not count:
+        return None
+    return waves / count
+
+
+UNMEASURED = "not verified on this GPU: "  # how a line about a measurement not made starts
+
+
+def unmeasured(report: Report, what: str, why: str) -> None:
+    """``what`` could not be measured on this GPU: a report line saying so (the check may still
+    pass on the values), and under COURSE_STRICT=1 CannotCheck (a GPU run must not pass by
+    skipping a measurement)."""
+    line = f"{UNMEASURED}{what} ({why})"
+    if env.STRICT:
+        raise CannotCheck(line + "; COURSE_STRICT=1 needs it measured")
+    report.line(line)
+
+
+def expect_access(id: str, source: str, kernel: str, report: Report, what: str,
+                  verdict: Callable[[list[dict]], list[str]]) -> None:
+    """Profile exercise ``id``'s answer under Nsight Compute and let ``verdict`` (launches ->
+    report lines, a Mismatch where the property fails, a line starting with
+    :data:`UNMEASURED` for a counter this ncu did not give) judge it; where ncu cannot measure
+    here, :func:`unmeasured`."""
+    found = access_counters(id, source, kernel)
+    if isinstance(found, str):
+        unmeasured(report, what, found)
+        return
+    if not found:
+        unmeasured(report, what, f"Nsight Compute profiled no launch of {kernel}")
+        return
+    for line in verdict(found):
+        if line.startswith(UNMEASURED):
+            unmeasured(report, line[len(UNMEASURED):], "a counter missing")
+        else:
+            report.line(line)
