@@ -29,6 +29,7 @@ default), so durations here are longer than a benchmark's: read the percentages,
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -362,6 +363,24 @@ def command(spec_file: str, sections=SECTIONS, metrics=METRICS, log_file: str = 
     return [*cmd, sys.executable, "-m", "course_utils.ncu", spec_file]
 
 
+@contextlib.contextmanager
+def counters_lock():
+    """One ncu at a time on this machine: two profiling the GPU at once fail ("LaunchFailed",
+    "An error was reported by the counter measurement library", seen on an H100 with 16
+    checks in parallel), so each waits for the lock file in var/ (held only while ncu runs)."""
+    try:
+        import fcntl
+    except ImportError:  # not on Linux: no lock (and no ncu run in parallel there, we expect)
+        yield
+        return
+    with open(env.var_dir() / "ncu.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def profile(call: str, *args, setup: str = "", label: str | None = None,
             sections=SECTIONS, metrics=METRICS, timeout: float = 600, **kwargs) -> Report:
     """Profile the kernels of one call under ``ncu`` (see the module docstring).
@@ -382,8 +401,9 @@ def profile(call: str, *args, setup: str = "", label: str | None = None,
         spec_file.write_text(json.dumps(spec))
         log = Path(folder) / "ncu.csv"
         cmd = command(str(spec_file), sections, metrics, str(log))
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              cwd=env.ROOT, env=env.child_environment())
+        with counters_lock():
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  cwd=env.ROOT, env=env.child_environment())
         raw = log.read_text() if log.exists() else ""
     output = (done.stdout + done.stderr).strip()
     if done.returncode != 0 or "==ERROR==" in raw + output:

@@ -41,12 +41,10 @@ ACCESS_METRICS = (
     "smsp__sass_inst_executed_op_shared_ld.sum",
     "smsp__sass_inst_executed_op_shared_st.sum",
 )
-# thread-level global loads and stores actually made (the kernel instrumented by ncu): asked
-# for with the others, and left out on a second try where this ncu does not know them
-THREAD_METRICS = (
-    "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_global_st_pred_on.sum",
-)
+# thread-level global loads and stores, from Nsight Compute's source page
+# (:mod:`course_utils.ncu_source`): the hardware counters count a warp's access once, whatever
+# its lanes did
+THREAD_METRICS = ("threads: Global Load", "threads: Global Store")
 
 
 def profile_setup(id: str, path: str):
@@ -57,26 +55,38 @@ def profile_setup(id: str, path: str):
 
 
 def access_counters(id: str, source: str, kernel: str, timeout: float = 600) -> list[dict] | str:
-    """Nsight Compute's counters (:data:`ACCESS_METRICS`, :data:`THREAD_METRICS` where this ncu
-    has them) of each launch of ``kernel`` in exercise ``id``'s profiling call, in launch order;
-    or a string saying why they could not be read (no ncu, no permission for the counters)."""
-    from course_utils import ncu
+    """Nsight Compute's counters (:data:`ACCESS_METRICS`, and :data:`THREAD_METRICS` where its
+    source page could be read) of each launch of ``kernel`` in exercise ``id``'s profiling
+    call, in launch order; or a string saying why they could not be read (no ncu, no
+    permission for the counters)."""
+    from course_utils import ncu, ncu_source
 
     if reason := ncu.unavailable_reason():
         return reason
-    path = child_source_file(id, source)
-    error = ""
-    for metrics in (ACCESS_METRICS + THREAD_METRICS, ACCESS_METRICS):
-        try:
-            found = ncu.profile(f"{__name__}:profile_setup", id, str(path), sections=(),
-                                metrics=metrics, label=id, timeout=timeout)
-        except (RuntimeError, subprocess.TimeoutExpired) as err:
-            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-            error = next((ln for ln in lines if "ERR_NVGPUCTRPERM" in ln or "==ERROR==" in ln),
-                         lines[-1] if lines else "ncu failed")
-            continue
-        return [k.metrics for k in found.kernels if kernel in k.name]
-    return f"Nsight Compute could not profile it: {error[:300]}"
+    call, path = f"{__name__}:profile_setup", str(child_source_file(id, source))
+    try:
+        found = ncu.profile(call, id, path, sections=(), metrics=ACCESS_METRICS, label=id,
+                            timeout=timeout)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:
+        return f"Nsight Compute could not profile it: {_first_error(err)}"
+    launches = [k.metrics for k in found.kernels if kernel in k.name]
+    try:
+        counted = [c for c in ncu_source.memory_accesses(call, id, path, timeout=timeout)
+                   if kernel in str(c["kernel"])]
+    except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+        counted = []  # the verdicts say what they could not check without them
+    if len(counted) == len(launches):
+        for launch, threads in zip(launches, counted, strict=True):
+            launch.update({m: float(threads.get(m.removeprefix("threads: "), 0.0))
+                           for m in THREAD_METRICS})
+    return launches
+
+
+def _first_error(err: Exception) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    line = next((ln for ln in lines if "ERR_NVGPUCTRPERM" in ln or "==ERROR==" in ln),
+                lines[-1] if lines else "ncu failed")
+    return line[:300]
 
 
 def per_use(launch: dict, op: str, nbytes: int) -> float | None:

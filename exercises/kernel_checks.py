@@ -53,6 +53,7 @@ CHILDREN = {
     "03.warp_sum": "exercises.lesson03_kernels:warp_sum_child",
     "05.smem": "exercises.lesson05_kernels:smem_child",
     "05.swizzle_cuda": "exercises.lesson05_kernels:swizzle_child",
+    "05.triton_dot": "exercises.lesson05_triton:dot_child",
     "07.parity": "exercises.lesson07_kernels:parity_child",
     "07.promote": "exercises.lesson07_kernels:promote_child",
 }

@@ -81,10 +81,20 @@ def _warp_sum_access(launches: list[dict]) -> list[str]:
                "neighbouring columns at each step", "lane l adds columns l, l + 32, l + 64, "
                "...: x[row * cols + c] with c = lane + 32k")
         said.append(f"{rows}x{cols}: {ld:.2f} sectors per sector of x read")
+        stores = launch.get(access_checks.THREAD_METRICS[1])
+        if not isinstance(stores, float):
+            return [f"{access_checks.UNMEASURED}one store per row (no thread-level counts)"]
+        # after __shfl_down_sync only lane 0 holds the row's sum: a store from every lane
+        # writes 31 partial sums to the same address, and which lane wins is not defined
+        expect(stores <= rows, f"{rows}x{cols}: your kernel's threads made {stores:.0f} global "
+               f"stores for {rows} rows (Nsight Compute): more than one lane stores each row, "
+               "and only lane 0 holds the whole sum after the shuffles (which lane's value "
+               "lands is not defined)", "if (lane == 0) y[row] = sum;")
+        said[-1] += f", {stores:.0f} stores"
     if len(said) != len(WARP_SUM_PROFILED):
         return [f"{access_checks.UNMEASURED}coalescing (Nsight Compute gave {len(launches)} "
                 f"launches, expected {len(WARP_SUM_PROFILED)})"]
-    return [f"coalesced reads (Nsight Compute): {'; '.join(said)}"]
+    return [f"coalesced reads, one store per row (Nsight Compute): {'; '.join(said)}"]
 
 
 # profiled by Nsight Compute: sides that are multiples of 32 (every warp's 32 floats one
@@ -128,7 +138,7 @@ SPECS = {
         shapes=((1, 1), (3, 31), (13, 33), (17, 1000), (0, 5), (4, 0), (1000, 7), (5, 4099)),
         bench_shape=(1 << 18, 1024), nbytes=lambda x: x.numel() * 4 + x.shape[0] * 4,
         tolerance=(1e-3, 1e-4), profile_shapes=WARP_SUM_PROFILED,
-        measures="coalesced reads", access=_warp_sum_access,
+        measures="coalesced reads and one store per row", access=_warp_sum_access,
         hint="lane l adds columns l, l + 32, ... < cols; after the shuffles lane 0 holds the "
              "row's sum; rows past the last one (the last block's extra warps) do nothing"),
 }
@@ -229,7 +239,8 @@ The check compiles it with NVRTC (any machine), reads the shuffles' masks in the
 SASS for the shuffles (`SHFL`) and no spills; on a GPU it runs it in a child process on awkward
 shapes (empty rows and columns, rows that are not a multiple of 8, `x` inside NaN, `y` fenced
 on both sides) against `x.sum(-1)`, under memcheck, reads Nsight Compute's counters for
-coalesced loads, and measures it against the copy bandwidth.""")
+coalesced loads and one store per row (only lane 0 holds the whole sum), and measures it
+against the copy bandwidth.""")
 def check_warp_sum(source, report) -> None:
     kernel_checks.expect_source(source, "WARP_SUM_SOURCE", kernel="warp_row_sum")
     ptx = kernel_checks.compile_answer(source, "warp_row_sum", "WARP_SUM_SOURCE", output="ptx",

@@ -52,7 +52,9 @@ def matmul(a, b):
 '''
 
 
-def _calls_tl_dot(kernel) -> bool:
+def _calls(kernel, attr: str) -> list:
+    """The calls ``<something>.<attr>(...)`` in the kernel's source (ast.Call nodes), or None
+    where its source cannot be read (the values and the launch decide then)."""
     import ast
     import inspect
     import textwrap
@@ -61,9 +63,23 @@ def _calls_tl_dot(kernel) -> bool:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
-        return True  # no source to read: the values and the launch decide
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr == "dot" for node in ast.walk(tree))
+        return None
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == attr]
+
+
+def _calls_tl_dot(kernel) -> bool:
+    return _calls(kernel, "dot") != []
+
+
+def _masked_loads_without_other(kernel) -> list[int]:
+    """The lines (counted from the kernel's ``def``) of its masked ``tl.load`` calls that
+    give no ``other=``: their masked-off lanes are undefined. The interpreter shows them as NaN
+    (:func:`exercises.triton_checks.interpreted_memory`); compiled Triton happens to give 0 on
+    the GPUs we tried, so on a GPU the values alone would pass them."""
+    loads = _calls(kernel, "load") or []
+    return [node.lineno for node in loads if {"mask"} <= {k.arg for k in node.keywords}
+            and "other" not in {k.arg for k in node.keywords} and len(node.args) < 3]
 
 
 def _dot_operand(rows: int, cols: int, dtype: torch.dtype, layout: str, device: str,
@@ -85,18 +101,60 @@ def _expect_dot(matmul, a, b, what: str, atol: float, rtol: float, hint: str) ->
             rtol=rtol, hint=hint)
 
 
+# the small problems whose every access is checked: ragged M, N and K, transposed operands,
+# and K = 0 last (a kernel that ran on the others must still write C = 0 there)
+BOUNDS_CASES = ((5, 7, 3, False), (33, 17, 40, False), (33, 17, 40, True), (16, 16, 0, False))
+
+
+def _bounds_label(m, n, k, transposed) -> str:
+    return f"float32 {m}x{n}x{k}" + (" (A and B transposed)" if transposed else "")
+
+
+def dot_child(source: str, small: bool) -> dict:
+    """The GPU child of 05.triton_dot (:data:`exercises.kernel_checks.CHILDREN`), run under
+    compute-sanitizer: the compiled answer (:func:`exercises.triton_child.imported`) on
+    :data:`BOUNDS_CASES`, A, B and C each an allocation of its own exact size (the child sets
+    PYTORCH_NO_CUDA_MEMORY_CACHING), so that memcheck names any access outside them."""
+    import json
+
+    from exercises import triton_child
+
+    answer = triton_child.imported(source)
+    for m, n, k, transposed in BOUNDS_CASES:
+        print(json.dumps({"case": _bounds_label(m, n, k, transposed)}), flush=True)
+        a = torch.randn(k, m, device="cuda").t() if transposed else torch.randn(m, k,
+                                                                                  device="cuda")
+        b = torch.randn(n, k, device="cuda").t() if transposed else torch.randn(k, n,
+                                                                                  device="cuda")
+        answer.matmul(a, b)
+        torch.cuda.synchronize()
+    return {"ok": True}
+
+
+def _sanitized_bounds(matmul_kernel, matmul) -> list[str]:
+    """Where this Triton cannot interpret a copy of the answer: the compiled kernel under
+    compute-sanitizer's memcheck (:func:`dot_child`)."""
+    from exercises import kernel_checks, triton_child
+
+    source = triton_child.answer_source(matmul, matmul_kernel)
+    lines = kernel_checks.sanitize("05.triton_dot", source, ("memcheck",))
+    cases = ", ".join(f"{m}x{n}x{k}" + (" transposed" if t else "") for m, n, k, t in
+                      BOUNDS_CASES)
+    return [f"{line} (the compiled kernel on {cases}, A, B and C each its own allocation: "
+            "no access outside them)" if line.startswith("compute-sanitizer --tool") else line
+            for line in lines]
+
+
 def _dot_bounds(matmul) -> list[str]:
     """``matmul`` interpreted, on CPU operands between NaN guard zones: every lane's address
     inside A, B or C, every element of C written, none from an undefined lane; the cases, for
     the report."""
     interpreted = triton_checks.interpreted(matmul)
-    # (K = 0 last: a kernel that ran on the others must still write C = 0 there)
-    cases = [(5, 7, 3, False), (33, 17, 40, False), (33, 17, 40, True), (16, 16, 0, False)]
     ran = False
-    for m, n, k, transposed in cases:
+    for m, n, k, transposed in BOUNDS_CASES:
         a = fenced(m, k, transposed=transposed)
         b = fenced(k, n, transposed=transposed)
-        what = f"float32 {m}x{n}x{k}" + (" (A and B transposed)" if transposed else "")
+        what = _bounds_label(m, n, k, transposed)
         out = []
         with interpreted_memory() as seen, triton_launches() as launched:
             unchecked = triton_checks.expect_in_bounds(
@@ -126,7 +184,7 @@ def _dot_bounds(matmul) -> list[str]:
                            "values (here: NaN), and they reached the product", "load the K "
                            "slice past K with other=0.0 (and rows/columns past M/N too): 0 "
                            "adds nothing to tl.dot")
-    return [f"{m}x{n}x{k}" + (" transposed" if t else "") for m, n, k, t in cases]
+    return [f"{m}x{n}x{k}" + (" transposed" if t else "") for m, n, k, t in BOUNDS_CASES]
 
 
 @exercise("05.triton_dot", title="A tl.dot matmul in Triton", stub=DOT_STUB,
@@ -146,6 +204,13 @@ makes sure a Triton kernel ran and calls `tl.dot`. On a GPU it adds bf16 and lar
 times it at 4096³ fp16 against cuBLAS and the course's autotuned `tl.dot` kernel.""")
 def check_triton_dot(matmul_kernel, matmul, report) -> None:
     device = env.DEFAULT_DEVICE
+    if lines := _masked_loads_without_other(matmul_kernel):
+        raise Mismatch(f"line {lines[0]} of matmul_kernel (from @triton.jit): a masked tl.load "
+                       "without other=: "
+                       "its masked-off lanes (past M, N or K) hold undefined values, and "
+                       "tl.dot adds them into C (compiled Triton often gives 0 there, by luck; "
+                       "the interpreter gives NaN)", "load with other=0.0: a 0 past K adds "
+                       "nothing to the product")
     bounds = _dot_bounds(matmul)
     dtypes = [torch.float16, torch.float32] + ([] if env.TRITON_INTERPRET else [torch.bfloat16])
     # (m, n, k, A's layout, B's layout): the strides the kernel is given must be the ones it uses
@@ -195,7 +260,10 @@ def check_triton_dot(matmul_kernel, matmul, report) -> None:
                 f"{', '.join(f'{m}x{n}x{k}' for m, n, k, *_ in shapes)}, A and B transposed "
                 f"and strided, fp32 past the fp16 range, and an fp16 product at K = 2048 that "
                 f"an fp16 accumulator misses ({how})")
-    if bounds[0].startswith("not verified"):
+    if bounds[0].startswith("not verified") and env.HAS_CUDA:
+        for line in _sanitized_bounds(matmul_kernel, matmul):
+            report.line(line)
+    elif bounds[0].startswith("not verified"):
         report.line(bounds[0])
     else:
         report.line(f"every load and store stays inside A, B and C (each lane's address checked "

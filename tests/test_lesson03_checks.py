@@ -90,12 +90,21 @@ def test_transpose_counters_reject_strided_access_and_bank_conflicts():
     assert missing[0].startswith(access_checks.UNMEASURED)
 
 
-def test_warp_sum_counters_reject_uncoalesced_reads():
+def _stores(launch, stores):
+    return {**launch, access_checks.THREAD_METRICS[1]: float(stores)}
+
+
+def test_warp_sum_counters_reject_uncoalesced_reads_and_a_store_from_every_lane():
     (rows, cols), = lesson03_kernels.WARP_SUM_PROFILED
-    read = lesson03_kernels._warp_sum_access([_launch(1.0, 8.0, rows * cols * 4)])
-    assert "coalesced reads" in read[0]
+    coalesced = _launch(1.0, 8.0, rows * cols * 4)
+    read = lesson03_kernels._warp_sum_access([_stores(coalesced, rows)])
+    assert "coalesced reads, one store per row" in read[0] and f"{rows} stores" in read[0]
     with pytest.raises(Mismatch, match="8.0 sectors per sector"):
-        lesson03_kernels._warp_sum_access([_launch(8.0, 8.0, rows * cols * 4)])
+        lesson03_kernels._warp_sum_access([_stores(_launch(8.0, 8.0, rows * cols * 4), rows)])
+    with pytest.raises(Mismatch, match="more than one lane stores each row"):
+        lesson03_kernels._warp_sum_access([_stores(coalesced, 32 * rows)])
+    # without thread-level counts the stores are not verified, and a GPU run says so
+    assert lesson03_kernels._warp_sum_access([coalesced])[0].startswith(access_checks.UNMEASURED)
 
 
 def _silu_launches(extra=0, scalar=False):
@@ -114,15 +123,30 @@ def test_silu_counters_want_a_float4_per_aligned_group_and_each_element_once():
         lesson03.silu_access(_silu_launches(scalar=True))
     with pytest.raises(Mismatch, match="went one element at a time"):  # 3 more in one thread
         lesson03.silu_access(_silu_launches(extra=3))
-    # without the thread-level counters: the sectors of the large aligned launches
-    sectors = [_launch(1.0, 1.0, 4 * n) for n, _, _ in lesson03.SILU_PROFILED]
-    assert lesson03.silu_access(sectors)
-    with pytest.raises(Mismatch, match="4.0 sectors per sector"):
-        lesson03.silu_access([_launch(4.0, 4.0, 4 * n) for n, _, _ in lesson03.SILU_PROFILED])
+
+
+def _silu_sectors(aligned_ratio, misaligned_ratio):
+    def ratio(ox, oy):
+        return aligned_ratio if ox % 4 == 0 and oy % 4 == 0 else misaligned_ratio
+
+    return [_launch(ratio(ox, oy), ratio(ox, oy), 4 * n) for n, ox, oy in lesson03.SILU_PROFILED]
+
+
+def test_silu_sectors_stand_in_for_thread_counts_on_every_launch():
+    # as an H100 measured the solution: a float4 copy's sectors where aligned, 4 per sector
+    # where the statement's threads go one element at a time
+    assert "sectors per sector" in lesson03.silu_access(_silu_sectors(1.0, 4.2))[0]
+    with pytest.raises(Mismatch, match="4.0 sectors per sector.*one element at a time"):
+        lesson03.silu_access(_silu_sectors(4.0, 4.0))  # e.g. scalar whenever n % 4 != 0
+    with pytest.raises(Mismatch, match="5.1 sectors per sector.*more than once"):
+        lesson03.silu_access(_silu_sectors(1.0, 5.13))  # i <= 4t + 4: five elements a thread
+    assert lesson03.silu_access([{}] * len(lesson03.SILU_PROFILED))[0].startswith(
+        access_checks.UNMEASURED)
 
 
 def test_a_missing_measurement_is_said_and_fails_under_strict(monkeypatch):
     report = exercises.Report()
+    monkeypatch.setattr(env, "STRICT", False)
     access_checks.unmeasured(report, "coalescing", "no ncu")
     assert report.lines == [f"{access_checks.UNMEASURED}coalescing (no ncu)"]
     monkeypatch.setattr(env, "STRICT", True)
@@ -151,7 +175,7 @@ def test_silu_without_a_gpu_says_what_it_did_not_verify():
 @pytest.mark.gpu
 @pytest.mark.parametrize(("id", "says"), [("03.silu", "16-byte accesses on aligned memory"),
                                           ("03.transpose", "coalesced, no bank conflicts"),
-                                          ("03.warp_sum", "coalesced reads (Nsight Compute)")])
+                                          ("03.warp_sum", "one store per row (Nsight Compute)")])
 def test_on_a_gpu_the_solution_passes_with_the_property_measured(id, says):
     # a GPU run must not pass by skipping the measurement (ncu missing or refused the counters)
     names = exercises.load_cell(solutions.answers()[id][0], "solution_ncu")

@@ -1,0 +1,69 @@
+"""A Triton answer in a child process, where compute-sanitizer watches the compiled kernel.
+
+In Triton's interpreter :mod:`exercises.triton_checks` checks every lane's address, on any
+machine. Some Tritons cannot interpret a copy of a compiled answer (Triton 3.6 with NumPy 2.4
+or newer: ``range(0, K, BLOCK_K)`` over a kernel argument fails in the interpreter itself), so
+on such a GPU the answer is checked as the GPU runs it: its text is gathered here
+(:func:`answer_source`), a child of :mod:`exercises.kernel_checks` imports it
+(:func:`imported`) and runs it on small problems with every tensor in an allocation of its own
+exact size, under ``compute-sanitizer --tool memcheck``, which names any access outside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import inspect
+import textwrap
+import types
+from collections.abc import Callable
+
+from course_utils import env
+
+# every answer may name these; the decorator line (@triton.jit) is not among a function's names
+HEADER = ("import torch", "import triton", "import triton.language as tl")
+
+
+def answer_source(*entry: Callable) -> str:
+    """The Python text of an answer: the functions ``entry`` (a launcher, a ``@triton.jit``
+    kernel) and everything of the student's they name, followed through: other functions and
+    kernels of the same module, the modules they use and their number constants (a tile size
+    such as ``BLOCK_M = 32``)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    kernels = JITFunction | InterpretedFunction  # compiled, or under TRITON_INTERPRET=1
+    lines, functions = list(HEADER), {}
+
+    def visit(obj) -> None:
+        fn = obj.fn if isinstance(obj, kernels) else obj
+        if fn.__name__ in functions:
+            return
+        functions[fn.__name__] = textwrap.dedent(inspect.getsource(fn))
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            if isinstance(value, types.ModuleType):
+                as_name = "" if value.__name__ == name else f" as {name}"
+                lines.append(f"import {value.__name__}{as_name}")
+            elif isinstance(value, bool | int | float):
+                lines.append(f"{name} = {value!r}")
+            elif isinstance(value, kernels) or (
+                    isinstance(value, types.FunctionType) and value.__module__ == fn.__module__):
+                visit(value)
+
+    for fn in entry:
+        visit(fn)
+    return "\n".join(dict.fromkeys(lines)) + "\n\n\n" + "\n\n\n".join(functions.values())
+
+
+def imported(source: str) -> types.ModuleType:
+    """``source`` (an :func:`answer_source`) as a module, from a file of its own: Triton reads a
+    kernel's text from its file to compile it."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = env.var_dir("exercises") / f"triton_answer_{digest}.py"
+    path.write_text(source)
+    loader = importlib.machinery.SourceFileLoader(f"triton_answer_{digest}", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
