@@ -1,0 +1,218 @@
+"""The engine of the Triton puzzle ladder (notebook A2, :mod:`exercises.lessonA2`).
+
+A puzzle is a kernel only: the student writes the ``@triton.jit`` function and the check
+launches it itself, with the grid and the block sizes the statement gives, on a few problems of
+awkward sizes. One :class:`Puzzle` describes it (its arguments, grid, reference and cases) and
+:func:`check_puzzle` checks any of them the same way:
+
+1. in Triton's interpreter, on small CPU tensors with NaN on both sides of each
+   (:func:`exercises.triton_checks.fenced`): every lane's address inside the tensors of the
+   launch, every element of the output written, no masked-off lane without ``other=`` reaching
+   it (:mod:`exercises.triton_checks`);
+2. its values against the PyTorch reference, the output filled with NaN first (an element
+   never written shows): interpreted on a CPU, compiled on a GPU.
+
+On a GPU whose Triton cannot interpret a copy of a compiled kernel (Triton 3.6 with NumPy 2.4
+or newer), step 1 runs the compiled kernel under compute-sanitizer instead
+(:func:`puzzle_child`). :func:`draw` pictures what the programs of a puzzle load and store.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from course_utils import env
+from exercises import Mismatch, _triton_launchers, compare, expect, triton_checks
+from exercises.triton_checks import call_answer, fenced, interpreted_memory
+
+
+@dataclass(frozen=True)
+class Puzzle:
+    id: str
+    kernel: str  # the kernel's name
+    params: str  # its parameters, as the stub's ``def`` line shows them
+    does: str  # its docstring: what it computes, and how it is launched
+    inputs: tuple[tuple[str, Callable[[dict], tuple[int, ...]]], ...]  # (name, shape of sizes)
+    output: Callable[[dict], tuple[int, ...]]  # the output's shape
+    reference: Callable[..., torch.Tensor]  # (inputs by name, in float64) -> the output
+    # the launch: (kernel, inputs by name, output, sizes) -> None
+    launch: Callable[[Callable, dict, torch.Tensor, dict], None]
+    cases: tuple[dict, ...]  # the sizes of each problem (the first is drawn)
+    hint: str
+    tolerance: float = 1e-5
+
+    def stub(self) -> str:
+        head = f"def {self.kernel}("
+        params = textwrap.fill(self.params, 99 - len(head), break_long_words=False)
+        params = textwrap.indent(params, " " * len(head))[len(head):]
+        doc = textwrap.fill(self.does, 92, initial_indent='    """',
+                            subsequent_indent="    ") + '"""'
+        return (f"import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                f"{head}{params}):\n{doc}\n    ...\n")
+
+    def label(self, sizes: dict) -> str:
+        return ", ".join(f"{k} = {v}" for k, v in sizes.items())
+
+
+def _run(p: Puzzle, kernel, sizes: dict, make: Callable, out: torch.Tensor) -> torch.Tensor:
+    tensors = {name: make(shape(sizes)) for name, shape in p.inputs}
+    call_answer(lambda *_: p.launch(kernel, tensors, out, sizes), *tensors.values())
+    return tensors
+
+
+def _expect_written(p: Puzzle, sizes: dict, out: torch.Tensor, seen: dict) -> None:
+    """Every element of ``out`` stored by some lane, and none of them from an undefined lane
+    (a masked load without ``other=``: NaN in the interpreter, whatever it holds compiled)."""
+    index = np.indices(out.shape).reshape(out.dim(), -1)
+    strides = np.array(out.stride()).reshape(-1, 1)
+    addresses = (out.data_ptr() + (index * strides).sum(0) * out.element_size()).astype(np.uint64)
+    stored = np.concatenate(seen["stored"]) if seen["stored"] else np.zeros(0, np.uint64)
+    missing = ~np.isin(addresses, stored)
+    if missing.any():
+        first = tuple(int(i) for i in index[:, int(np.argmax(missing))])
+        raise Mismatch(f"{p.label(sizes)}: output{list(first)} was never written "
+                       f"({int(missing.sum())} of {out.numel()} elements were not)", p.hint)
+    if seen["undefined"] and out.isnan().any():
+        first = tuple(int(i) for i in torch.nonzero(out.isnan())[0])
+        raise Mismatch(f"{p.label(sizes)}: output{list(first)} is NaN: a masked tl.load without "
+                       "other= gives its masked-off lanes undefined values (NaN here), and they "
+                       "reached the output", "give the load the value that changes nothing: "
+                       "other=0.0 for a sum or a product, other=-float('inf') for a max")
+
+
+def _bounds(p: Puzzle, kernel) -> str:
+    """Step 1: the interpreter, each lane's address checked; the report line."""
+    copy = triton_checks.interpreted(kernel)
+    for sizes in p.cases:
+        out = fenced(*p.output(sizes))
+        with interpreted_memory() as seen:
+            unchecked = triton_checks.expect_in_bounds(
+                lambda sizes=sizes, out=out: _run(p, copy, sizes, fenced_of, out),
+                f"{p.label(sizes)}")
+        if unchecked:
+            return unchecked
+        _expect_written(p, sizes, out, seen)
+    return ("every load and store inside the tensors, every output element written (each "
+            "lane's address checked in Triton's interpreter)")
+
+
+def fenced_of(shape: tuple[int, ...]) -> torch.Tensor:
+    return fenced(*shape)
+
+
+def _sixteen_bit(kernel) -> bool:
+    import inspect
+
+    try:
+        source = inspect.getsource(getattr(kernel, "fn", kernel))
+    except (OSError, TypeError):
+        return False
+    return "tl.float16" in source or "tl.bfloat16" in source
+
+
+def check_puzzle(p: Puzzle, kernel, report) -> None:
+    expect(isinstance(kernel, tuple(_triton_launchers())),
+           f"{p.kernel} is a {type(kernel).__name__}, not a @triton.jit kernel",
+           "decorate the function with @triton.jit and use tl.load / tl.store")
+    bounds = _bounds(p, kernel)
+    if bounds.startswith("not verified") and env.HAS_CUDA:
+        bounds = _sanitized(p, kernel)
+    expect(not _sixteen_bit(kernel), f"{p.kernel} uses a 16-bit type: every tensor here is "
+           "float32, and a 16-bit accumulator loses the low bits of a long sum (compiled, "
+           "Triton also refuses a loop whose variable changes type)",
+           "accumulate in float32: tl.zeros(..., dtype=tl.float32)")
+    device = env.DEFAULT_DEVICE
+    for sizes in p.cases:
+        out = torch.full(p.output(sizes), float("nan"), device=device)  # unwritten shows
+        scale = sizes.get("scale", 1.0)  # large values: where exp overflows without its max
+        with np.errstate(all="ignore"):  # (the interpreter's NumPy on a wrong answer's inf)
+            tensors = _run(p, kernel, sizes,
+                           lambda s, scale=scale: scale * torch.randn(*s, device=device), out)
+        expected = p.reference(**{k: v.double() for k, v in tensors.items()}).float()
+        compare(out, expected, what=p.label(sizes), atol=p.tolerance, rtol=p.tolerance,
+                hint=p.hint)
+    how = "in Triton's interpreter" if env.TRITON_INTERPRET else "compiled, on the GPU"
+    report.line(f"matches the reference {how} on " + "; ".join(p.label(s) for s in p.cases))
+    report.line(bounds)
+
+
+# --------------------------------------------------------------------------------------------
+# On a GPU whose Triton cannot interpret a copy: the compiled kernel under compute-sanitizer
+# --------------------------------------------------------------------------------------------
+
+
+def _sanitized(p: Puzzle, kernel) -> str:
+    from exercises import kernel_checks, triton_child
+
+    source = f"PUZZLE = {p.id!r}\n" + triton_child.answer_source(kernel)
+    lines = kernel_checks.sanitize(p.id, source, ("memcheck",))
+    return "; ".join(f"{line} (the compiled kernel, each tensor its own allocation: no access "
+                     "outside them)" if line.startswith("compute-sanitizer --tool") else line
+                     for line in lines)
+
+
+def puzzle_child(source: str, small: bool) -> dict:
+    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`), under
+    compute-sanitizer: the compiled kernel on the puzzle's cases, each tensor an allocation of
+    its own exact size."""
+    from exercises import lessonA2, triton_child
+
+    answer = triton_child.imported(source)
+    p = lessonA2.PUZZLES[answer.PUZZLE]
+    for sizes in p.cases:
+        print(json.dumps({"case": p.label(sizes)}), flush=True)
+        out = torch.empty(p.output(sizes), device="cuda")
+        _run(p, getattr(answer, p.kernel), sizes, lambda s: torch.randn(*s, device="cuda"), out)
+        torch.cuda.synchronize()
+    return {"ok": True}
+
+
+# --------------------------------------------------------------------------------------------
+# The picture: what each program loads and stores
+# --------------------------------------------------------------------------------------------
+
+
+def footprint(p: Puzzle, kernel, sizes: dict) -> dict[str, dict]:
+    """``{tensor name: {"shape", "loads": {program: element indices}, "stores": {...}}}`` of
+    ``kernel`` interpreted on ``sizes``: which elements of each tensor each program touched."""
+    from unittest import mock
+
+    from triton.runtime import interpreter
+
+    tensors = {name: torch.zeros(shape(sizes)) for name, shape in p.inputs}
+    tensors["output"] = torch.zeros(p.output(sizes))
+    touched = {name: {"shape": tuple(t.shape), "loads": {}, "stores": {}}
+               for name, t in tensors.items()}
+    load = interpreter.InterpreterBuilder.create_masked_load
+    store = interpreter.InterpreterBuilder.create_masked_store
+
+    def record(kind, ptrs, mask):
+        program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
+        active = np.broadcast_to(mask.data.astype(bool), ptrs.data.shape)
+        addresses = ptrs.data.astype(np.int64)[active]
+        for name, t in tensors.items():
+            offset = (addresses - t.data_ptr()) // t.element_size()
+            inside = offset[(offset >= 0) & (offset < t.numel())]
+            if inside.size:
+                touched[name][kind].setdefault(program, set()).update(inside.tolist())
+
+    def loading(self, ptrs, mask, other, *rest):
+        record("loads", ptrs, mask)
+        return load(self, ptrs, mask, other, *rest)
+
+    def storing(self, ptrs, value, mask, *rest):
+        record("stores", ptrs, mask)
+        return store(self, ptrs, value, mask, *rest)
+
+    copy = triton_checks.interpreted(kernel)
+    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \
+            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", storing):
+        p.launch(copy, {k: v for k, v in tensors.items() if k != "output"},
+                 tensors["output"], sizes)
+    return touched
