@@ -16,6 +16,7 @@ from kernels import (  # noqa: F401
     attention,
     gelu,
     matmul,
+    rmsnorm,
     row_sum,
     scaled_matmul,
     softmax,

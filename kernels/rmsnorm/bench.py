@@ -1,0 +1,135 @@
+"""RMSNorm benchmark: every provider, forward and forward + backward, against copy bandwidth.
+
+RMSNorm is memory-bound: per element it does a handful of flops and moves 2 (bf16) bytes each
+way. So each timing becomes *bytes that must move ÷ time*, set against the device's copy
+bandwidth on the same bytes, measured in the same run:
+
+* forward: read x, write y (and the weight, once): ``2·R·H`` elements;
+* forward + backward: the forward, then read dy and x again, write dx (and dweight, once):
+  ``5·R·H`` elements. (x is read twice: between the two passes runs the rest of the network.)
+
+The peer is PyTorch's own fused ``F.rms_norm``; Liger-Kernel's Triton RMSNorm joins as another
+peer row where ``liger_kernel`` is installed (it is not a course requirement).
+
+    python -m course bench rmsnorm      # bf16, 16384 rows of 4096 and 8192 on a GPU
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn.functional as F
+
+from course_utils import env, results, timing
+from course_utils.plots import stamped_table
+from kernels.registry import all_kernels
+from kernels.rmsnorm import EPS
+
+LESSON = "02_rmsnorm"  # its own records: running it alone keeps lesson 02's softmax records
+HIDDEN = (4096, 8192)
+GPU_ROWS = 16384
+CPU_ROWS = 64  # the Triton kernel runs in the interpreter there: keep it small
+PEER = "F.rms_norm"
+DIRECTIONS = ("forward", "forward+backward")
+
+
+def _liger() -> tuple[object | None, str]:
+    """Liger-Kernel's RMSNorm as ``fn(x, weight, eps)``, or None and why not."""
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    except ImportError as err:
+        return None, f"liger_kernel is not installed ({err.name})"
+    # in_place=False where the version has it: in place, its backward overwrites dy with dx
+    takes_in_place = "in_place" in inspect.signature(LigerRMSNormFunction.forward).parameters
+    extra = (0.0, "llama", False) if takes_in_place else ()
+    return (lambda x, w, eps: LigerRMSNormFunction.apply(x, w, eps, *extra)), ""
+
+
+def candidates(x: torch.Tensor, w: torch.Tensor, names: list[str] | None = None
+               ) -> list[tuple[str, object | None, str]]:
+    """``(label, fn(x, weight, eps), reason)`` per provider: every registered rmsnorm kernel,
+    then the peers; ``fn`` is None where it cannot run here, with the reason."""
+    found = []
+    for kernel in all_kernels("rmsnorm"):
+        reason = kernel.supports(x, w, EPS)
+        found.append((kernel.label, None if reason else kernel, reason or ""))
+    found.append((PEER, lambda a, b, eps: F.rms_norm(a, (a.shape[-1],), b, eps), ""))
+    liger, why = _liger()
+    if liger is not None and not x.is_cuda:
+        liger, why = None, "Liger's kernels need a CUDA GPU"
+    found.append(("liger", liger, why))
+    return [c for c in found if names is None or c[0] in names]
+
+
+def _forward(fn, x, w):
+    def call():
+        with torch.no_grad():  # inference: no graph, nothing saved for a backward
+            return fn(x, w, EPS)
+    return call
+
+
+def _forward_backward(fn, x, w, dy):
+    def call():
+        y = fn(x, w, EPS)
+        # grad(), not backward(): nothing accumulates into x.grad between calls
+        return torch.autograd.grad(y, (x, w), dy)
+    return call
+
+
+def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None = None,
+            device: str | None = None, names: list[str] | None = None,
+            min_time_s: float = 0.2) -> tuple[float, list[dict]]:
+    """Time every provider on a (rows x hidden) problem, forward and forward + backward.
+
+    Returns (copy bandwidth in GB/s, one row per provider and direction with ms, GB/s,
+    "of copy", "vs F.rms_norm" (its time ÷ this one's), or the reason it did not run)."""
+    device = device or env.DEFAULT_DEVICE
+    rows = rows or (GPU_ROWS if device == "cuda" else CPU_ROWS)
+    x = torch.randn(rows, hidden, device=device).to(dtype).requires_grad_()
+    w = (1 + 0.1 * torch.randn(hidden, device=device)).to(dtype).requires_grad_()
+    dy = torch.randn(rows, hidden, device=device).to(dtype)
+    size = x.element_size()
+    moved = {"forward": (2 * rows + 1) * hidden * size,
+             "forward+backward": (5 * rows + 2) * hidden * size}
+    copy = timing.copy_bandwidth(rows * hidden * size, device=device, min_time_s=min_time_s)
+    table = []
+    for label, fn, reason in candidates(x, w, names):
+        for direction in DIRECTIONS:
+            row = {"kernel": label, "hidden": hidden, "pass": direction, "ms": None,
+                   "GB/s": None, "of copy": None, f"vs {PEER}": None, "note": reason}
+            if fn is not None:
+                call = (_forward(fn, x, w) if direction == "forward"
+                        else _forward_backward(fn, x, w, dy))
+                ms = timing.benchmark(call, name=f"rmsnorm {label} {direction}", device=device,
+                                      min_time_s=min_time_s).median
+                gbs = timing.gbps(moved[direction], ms)
+                row.update({"ms": ms, "GB/s": gbs, "of copy": gbs / copy})
+            table.append(row)
+    for row in table:  # each direction against the peer's time in the same direction
+        peer = next((r["ms"] for r in table if r["kernel"] == PEER
+                     and r["pass"] == row["pass"]), None)
+        if row["ms"] and peer:
+            row[f"vs {PEER}"] = peer / row["ms"]
+    return copy, table
+
+
+def run(quick: bool = False) -> list[results.Record]:
+    rows = (GPU_ROWS // (4 if quick else 1)) if env.HAS_CUDA else CPU_ROWS
+    hiddens = HIDDEN[:1] if quick else HIDDEN
+    records, table = [], []
+    for hidden in hiddens:
+        copy, found = measure(hidden, torch.bfloat16, rows)
+        table += [{**r, "copy GB/s": copy} for r in found]
+        for r in found:
+            peer = next((p["GB/s"] for p in found if p["kernel"] == PEER
+                         and p["pass"] == r["pass"]), None)
+            if r["GB/s"] is None or r["kernel"] in ("eager", PEER) or peer is None:
+                continue
+            records.append(results.Record(
+                lesson=LESSON, what=f"rmsnorm {r['kernel']} {r['pass']} bf16 {rows}x{hidden}",
+                value=round(r["GB/s"], 1), unit="GB/s",
+                ceiling=round(copy, 1), ceiling_what="device copy bandwidth, same run",
+                peer=round(peer, 1), peer_what=f"{PEER} (PyTorch's fused kernel), same run"))
+    print(stamped_table(table, title="RMSNorm, bf16, bytes that must move ÷ time"))
+    return records

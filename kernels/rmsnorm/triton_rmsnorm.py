@@ -1,0 +1,199 @@
+"""Fused RMSNorm in Triton, forward and backward, as one differentiable op.
+
+**Forward** (:func:`forward`): one program per row, the whole row in registers (BLOCK = the next
+power of two ≥ hidden, masked). It reads x and the weight once, sums x² in float32, and writes
+``y = x · rstd · w`` and ``rstd = 1 / sqrt(mean(x²) + eps)``, one float per row, saved for the
+backward. (The backward reads x anyway and could recompute rstd; saving it costs 4 bytes a row
+and spares the backward one reduction per row: the usual choice.)
+
+**Backward** (:func:`backward`). With ``x̂ = x · rstd`` (the normalised row) and ``g = dy · w``:
+
+* ``dx = rstd · (g - x̂ · mean(g · x̂))``: a row reduction again, so one row per loop step;
+* ``dweight = Σ_rows dy · x̂``: a sum over *every* row, the part that needs care.
+
+Every program adding its rows into one ``dweight`` with ``tl.atomic_add`` would be correct only up
+to rounding that depends on which program happens to add first, so it changes from run to run
+(float addition is not associative: the gradient would not be reproducible), and every program
+would hammer the same ``hidden`` addresses. Instead each program owns a group of rows, accumulates
+its part of ``dweight`` in float32 registers, and writes it to its own row of a ``(programs,
+hidden)`` buffer: no two programs write the same address. A second reduction adds the buffer's
+rows: ``partial.sum(0)``, PyTorch's own column sum. The buffer has a few rows per SM, not one per
+row of x (at hidden 8192 on an H100's 132 SMs, two programs each: 8.6 MiB of float32, written once
+and read once, against the 768 MiB of bf16 that the backward of 16k rows must move), so the second
+pass costs little, and a kernel of our own for it would only be the same column sum again. The
+result is deterministic: same shapes, same groups, same order of additions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from course_utils import env
+from kernels.gelu.triton_gelu import triton_device_check
+from kernels.registry import register
+from kernels.rmsnorm import EPS, KERNEL_DTYPES
+from kernels.softmax.triton_softmax import num_warps_for
+
+# The backward keeps four row-sized float32 vectors live (x, dy·w, the weight and the dweight
+# accumulator): at 16384 columns and 16 warps that is already 4 x 32 registers a thread; past
+# it they would spill to (slow) local memory, and a kernel that loops over a row would win.
+MAX_COLUMNS = 1 << 14
+# Backward programs per SM on a GPU: more than one, so that while one program waits for its
+# loads another computes; few, so the partial buffer stays small. (Reasoned, not yet timed on a
+# GPU: change it and rerun `python -m course bench rmsnorm` to compare.)
+PROGRAMS_PER_SM = 2
+INTERPRETER_PROGRAMS = 4  # on a CPU: still several, so the partial-sum buffer has rows to add
+
+
+@triton.jit
+def rmsnorm_fwd_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_cols, x_row_stride, x_col_stride,
+                       w_stride, y_row_stride, eps, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # int64: row · stride can pass 2^31
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # padding reads 0: it adds nothing to Σx², and n_cols (not BLOCK) divides the sum
+    x = tl.load(x_ptr + row * x_row_stride + cols * x_col_stride, mask=mask,
+                other=0.0).to(ACC)
+    w = tl.load(w_ptr + cols * w_stride, mask=mask, other=0.0).to(ACC)
+    # 1 / sqrt, not tl.rsqrt (an approximate instruction on the GPU): once per row, so it costs
+    # nothing, and float64 input (what gradcheck runs) keeps float64 accuracy
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(rstd_ptr + row, rstd)
+    y = x * rstd * w
+    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, n_rows, n_cols,
+                       rows_per_program, dy_row_stride, dy_col_stride, x_row_stride,
+                       x_col_stride, w_stride, dx_row_stride, partial_row_stride,
+                       ACC: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols * w_stride, mask=mask, other=0.0).to(ACC)  # once per program
+    dw = tl.zeros((BLOCK,), dtype=ACC)  # this program's part of dweight
+    first = pid.to(tl.int64) * rows_per_program
+    last = tl.minimum(first + rows_per_program, n_rows)  # the last group may be short
+    for row in range(first, last):
+        x = tl.load(x_ptr + row * x_row_stride + cols * x_col_stride, mask=mask,
+                    other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + row * dy_row_stride + cols * dy_col_stride, mask=mask,
+                     other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + row)
+        x_hat = x * rstd
+        g = dy * w
+        # d(rstd)/dx feeds every column's x back into each dx: the row's mean of g · x̂
+        dx = rstd * (g - x_hat * (tl.sum(g * x_hat, axis=0) / n_cols))
+        tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw += dy * x_hat
+    # one row of the partial buffer per program: no other program writes here (no atomics)
+    tl.store(partial_ptr + pid * partial_row_stride + cols, dw, mask=mask)
+
+
+def _acc(dtype: torch.dtype) -> tuple[torch.dtype, tl.dtype]:
+    """Accumulate in float32, in float64 for float64 input (for gradcheck)."""
+    return (torch.float64, tl.float64) if dtype == torch.float64 else (torch.float32, tl.float32)
+
+
+def _launch_options(block: int) -> dict:
+    # the interpreter has no warps; on a GPU, more warps for longer rows (softmax's rule)
+    return {} if env.TRITON_INTERPRET else {"num_warps": num_warps_for(block)}
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def backward_programs(rows: int, device: torch.device) -> int:
+    """How many programs share the backward's rows (each writes one row of partial dweight)."""
+    if device.type == "cuda":
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return max(1, min(rows, PROGRAMS_PER_SM * _sm_count(index)))
+    return max(1, min(rows, INTERPRETER_PROGRAMS))
+
+
+def forward(x: torch.Tensor, weight: torch.Tensor,
+            eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(y, rstd)`` for a 2-D x and a 1-D weight of x's dtype and length x.shape[1] (the op's
+    validation, not repeated here). ``rstd`` holds ``1/sqrt(mean(x²) + eps)`` per row in
+    float32 (float64 for float64 x); NaN for rows of no columns, as torch's mean of nothing."""
+    rows, cols = x.shape
+    acc, acc_tl = _acc(x.dtype)
+    y = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+    rstd = torch.empty(rows, dtype=acc, device=x.device)
+    if rows == 0 or cols == 0:
+        return y, rstd.fill_(float("nan"))
+    block = triton.next_power_of_2(cols)
+    # strides, not .contiguous(): a transposed x or a strided weight is read in place
+    rmsnorm_fwd_kernel[(rows,)](x, weight, y, rstd, cols, x.stride(0), x.stride(1),
+                                weight.stride(0), y.stride(0), float(eps), ACC=acc_tl,
+                                BLOCK=block, **_launch_options(block))
+    return y, rstd
+
+
+def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+             rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dx, dweight)`` from the output gradient ``dy`` (x's shape, any strides) and what the
+    forward saved: x, weight and rstd."""
+    rows, cols = x.shape
+    acc, acc_tl = _acc(x.dtype)
+    dx = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+    if rows == 0 or cols == 0:  # dweight is a sum over no rows: zero
+        return dx, torch.zeros(cols, dtype=weight.dtype, device=weight.device)
+    rows_per_program = triton.cdiv(rows, backward_programs(rows, x.device))
+    programs = triton.cdiv(rows, rows_per_program)  # none left with no rows at all
+    partial = torch.empty((programs, cols), dtype=acc, device=x.device)
+    block = triton.next_power_of_2(cols)
+    rmsnorm_bwd_kernel[(programs,)](dy, x, weight, rstd, dx, partial, rows, cols,
+                                    rows_per_program, dy.stride(0), dy.stride(1), x.stride(0),
+                                    x.stride(1), weight.stride(0), dx.stride(0),
+                                    partial.stride(0), ACC=acc_tl, BLOCK=block,
+                                    **_launch_options(block))
+    # the second reduction: (programs, hidden) -> (hidden,), in float32, rounded once
+    return dx, partial.sum(dim=0).to(weight.dtype)
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """The two kernels as one differentiable op: ``RMSNormFunction.apply(x, weight, eps)``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)  # rstd: 4 bytes a row, one reduction spared
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dweight = backward(dy, x, weight, rstd)
+        return dx, dweight, None  # (eps gets no gradient)
+
+
+def reason(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> str | None:
+    """Why these kernels cannot run (x, weight) here, in words; None when they can."""
+    if why := triton_device_check(x):  # (the op's validation puts weight on x's device)
+        return why
+    if x.shape[1] > MAX_COLUMNS:
+        return (f"keeps a row in registers: at most {MAX_COLUMNS} columns, "
+                f"got x with {x.shape[1]}")
+    return None
+
+
+def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """Triton: one program per row forward; backward dx per row, dweight from partial sums."""
+    # (what the registry calls, after its checks): autograd only when a gradient is wanted
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return RMSNormFunction.apply(x, weight, eps)
+    return forward(x, weight, eps)[0]  # inference: no graph, rstd dropped
+
+
+register("rmsnorm", "triton", fn=rmsnorm_triton, dtypes=KERNEL_DTYPES, needs=("triton",),
+         check=reason,
+         meta={"rows_per_program": 1, "max_columns": MAX_COLUMNS, "backward": "triton",
+               "dweight_reduction": "per-program partial sums, then partial.sum(0)"})
