@@ -176,8 +176,19 @@ def _scaled_matmul_edges(dtype, device) -> Iterator[Edge]:
     yield "b row-major 32x48x64", (a, b.contiguous(), scale_a, scale_b)
 
 
+def _rmsnorm_edges(dtype, device) -> Iterator[Edge]:
+    """rmsnorm: the row problems of softmax, each with a weight of x's width."""
+    for label, (x,) in _rows_edges(dtype, device):
+        yield label, (x, _rand((x.shape[1],), dtype, device))
+    x, w = _rand((9, 37), dtype, device), _rand((37,), dtype, device)
+    yield "strided weight 9x37", (x, _every_other(w))
+    yield "misaligned weight[1:] 9x37", (x, _one_element_on(w))
+    yield "eps = 0, 9x37", (x, w, 0.0)
+
+
 EDGES: dict[str, Callable[[torch.dtype, str], Iterator[Edge]]] = {
     "add": _add_edges, "gelu": _gelu_edges, "row_sum": _rows_edges, "softmax": _rows_edges,
+    "rmsnorm": _rmsnorm_edges,
     "strided_copy": _strided_copy_edges, "matmul": _matmul_edges,
     "attention": _attention_edges, "scaled_matmul": _scaled_matmul_edges,
 }
