@@ -56,6 +56,7 @@ CHILDREN = {
     "05.triton_dot": "exercises.lesson05_triton:dot_child",
     "07.parity": "exercises.lesson07_kernels:parity_child",
     "07.promote": "exercises.lesson07_kernels:promote_child",
+    "A3.backward": "exercises.lessonA3:backward_child",
     # the Triton puzzles of appendix A2, where the GPU's Triton cannot interpret a copy
     **{f"A2.{name}": "exercises.puzzle_checks:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",
