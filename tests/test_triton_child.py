@@ -2,6 +2,7 @@
 compute-sanitizer watches the compiled kernel). Here, on any machine: the text it gathers is
 the answer's, whole, and the module it makes computes what the answer computes."""
 
+import pytest
 import torch
 
 from exercises import triton_child
@@ -27,3 +28,29 @@ def test_the_gathered_answer_runs_as_the_answer_does():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     a, b = torch.randn(33, 40, device=device), torch.randn(40, 17, device=device)
     torch.testing.assert_close(again.matmul(a, b), matmul(a, b))
+
+
+@pytest.mark.parametrize("why", [
+    "RuntimeError(\"Cannot call @triton.jit'd outside of the scope of a kernel\")",
+    "TypeError('only 0-dimensional arrays can be converted to Python scalars')"])
+def test_a_copy_this_triton_cannot_interpret_is_said_not_blamed_on_the_answer(monkeypatch, why):
+    """On a GPU with Triton 3.6 (and NumPy >= 2.4) an interpreted copy of a compiled answer fails
+    inside Triton: the check says the addresses were not verified and goes on (the puzzles and
+    A3 then run the compiled kernel under compute-sanitizer); under TRITON_INTERPRET=1 the same
+    error is the answer's."""
+    from triton.runtime.errors import InterpreterError
+
+    from course_utils import env
+    from exercises import Mismatch, triton_checks
+
+    def run():
+        try:
+            raise InterpreterError(why)
+        except InterpreterError as err:
+            raise Mismatch("your code raised InterpreterError", "") from err
+
+    monkeypatch.setattr(env, "TRITON_INTERPRET", False)
+    assert triton_checks.expect_in_bounds(run, "x").startswith("not verified on this machine")
+    monkeypatch.setattr(env, "TRITON_INTERPRET", True)
+    with pytest.raises(Mismatch):
+        triton_checks.expect_in_bounds(run, "x")
