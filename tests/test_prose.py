@@ -101,8 +101,9 @@ NUMS = (r"\d+(?:\s*(?:–|-|to)\s*\d+\b|(?:,\s\d+)*,?\s(?:and|or)\s\d+\b(?![.,]\
 LESSON_REF = re.compile(rf"\b(?:[Ll]essons?|[Nn]otebooks?|[Aa]ppendix)\s+({NN}(?:\s*(?:–|-|to|"
                         rf"and|,)\s*{NN})*)\b")
 # "lesson 06, section 3", "lesson 06's section 3", "Step 12 of lesson 05", "lesson 05's step 3"
-QUALIFIED = re.compile(rf"\b[Ll]esson ({NN})(?:'s|,)?\s+(sections?|steps?)\s+({NUMS})"
-                       rf"|\b([Ss]ections?|[Ss]teps?)\s+({NUMS})\s+of\s+(?:lesson|notebook)\s+({NN})")
+QUALIFIED = re.compile(rf"\b(?:[Ll]esson|[Aa]ppendix) ({NN})(?:'s|,)?\s+(sections?|steps?)\s+"
+                       rf"({NUMS})|\b([Ss]ections?|[Ss]teps?)\s+({NUMS})\s+of\s+"
+                       rf"(?:lesson|notebook|appendix)\s+({NN})")
 BARE = re.compile(rf"\b([Ss]ections?|[Ss]teps?)\s+({NUMS})")
 # sentences about the numbering before issue 24 (README's and the guide's migration notes)
 HISTORY = re.compile(r"[Bb]efore (?:the split of )?issue 24|[Bb]efore (?:its|the) split|"
@@ -120,7 +121,8 @@ def expand(numbers: str) -> list[int]:
 
 def lesson_keys(text: str) -> list[str]:
     keys = re.findall(NN, text)
-    if re.search(r"\d\s*(?:–|-|to)\s*\d", text) and len(keys) == 2 and "A1" not in keys:
+    if re.search(r"\d\s*(?:–|-|to)\s*\d", text) and len(keys) == 2 and \
+            not any(k.startswith("A") for k in keys):
         return [f"{n:02d}" for n in range(int(keys[0]), int(keys[1]) + 1)]
     return keys
 
@@ -367,6 +369,9 @@ def test_the_reference_checker_finds_broken_references():
     assert problems_in("section 5b of hopper.cuh, which steps 8-row atoms", "t", "07") == []
     assert problems_in("Before the split of issue 24 these were sections 6–8 of lesson 04.",
                        "t", "A1") == []
+    assert problems_in("a primer is section 4 of appendix A1; appendix A1's section 2", "t",
+                       "05") == []
+    assert len(problems_in("section 9 of appendix A1", "t", "05")) == 1
     assert problems_in("**Section 19.** Step 13.", "t", None) == ["t, line 1: 'Section 19': no "
                                                                   "notebook has section [19]"]
     assert expand("2, 3 and 5") == [2, 3, 5] and expand("4 to 6") == [4, 5, 6]
