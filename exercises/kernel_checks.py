@@ -39,10 +39,11 @@ from pathlib import Path
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, Mismatch, Report, expect, needs
+from exercises import CannotCheck, Mismatch, Report, Result, expect, needs
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
-# the GPU results of the reference solutions, written by exercises/gpu_check_kernels.py
+# the GPU results of the reference solutions, written by `python -m course exercises mutants
+# --record` on a GPU (:func:`record`)
 RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
 # the child that runs each exercise's kernel on a GPU: "module:function(source, small) ->
 # verdict" (a dict: {"ok": True, ...}, {"mismatch", "hint"}; progress lines {"case": ...})
@@ -128,15 +129,28 @@ def compile_answer(source: str, name: str, label: str, *, hint: str = SPLICED, *
 # --------------------------------------------------------------------------------------------
 
 
+def record(results: dict[str, Result]) -> None:
+    """Add the solutions' GPU results to :data:`RECORDED`, each with the environment it ran in
+    (the other exercises' records are kept)."""
+    data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
+    stamp = env.environment()
+    entries = data.setdefault("exercises", {})
+    for id, result in results.items():
+        entries[id] = {"status": result.status, "lines": result.lines, "environment": stamp}
+    data["exercises"] = dict(sorted(entries.items()))
+    RECORDED.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwrote {len(results)} results to {RECORDED.relative_to(env.ROOT)}")
+
+
 def recorded_lines(id: str) -> list[str]:
     """What the reference solution's check printed on a GPU, as recorded by
-    ``python -m exercises.gpu_check_kernels --record`` (one line saying so where none is)."""
+    :func:`record` (one line saying so where none is)."""
     data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
     found = data.get("exercises", {}).get(id)
     if not found:
         where = RECORDED.relative_to(env.ROOT) if RECORDED.is_relative_to(env.ROOT) else RECORDED
         return ["no GPU run of the reference solution is recorded yet "
-                f"(python -m exercises.gpu_check_kernels --record on a GPU writes {where})"]
+                f"(python -m course exercises mutants --record on a GPU writes {where})"]
     stamp = found.get("environment") or data.get("environment", {})
     head = (f"the reference solution on {stamp.get('device', 'a GPU')} (recorded "
             f"{stamp.get('date', '?')}, git {stamp.get('git', '?')}): {found['status']}")

@@ -266,10 +266,10 @@ def _summary(exercise: str, outcomes: list[Outcome]) -> str:
 
 
 def _record(results: dict[str, list[Outcome]]) -> None:
-    """The solutions' GPU verdicts, as ``python -m exercises.gpu_check_kernels --record``
-    writes them (a CPU shows them beside what it could check)."""
+    """The solutions' GPU verdicts, for machines without a GPU to show beside what they could
+    check (:func:`exercises.kernel_checks.record`)."""
     import exercises
-    from exercises import gpu_check_kernels, kernel_checks
+    from exercises import kernel_checks
 
     passed = {}
     for e, outcomes in results.items():
@@ -277,7 +277,7 @@ def _record(results: dict[str, list[Outcome]]) -> None:
             lines = outcomes[0].said.splitlines()[1:]
             passed[e] = exercises.Result(exercises.get(e), "passed",
                                          [ln.removeprefix("   ") for ln in lines])
-    gpu_check_kernels.record(passed)
+    kernel_checks.record(passed)
 
 
 def main(argv: list[str] | None = None) -> int:
