@@ -87,3 +87,61 @@ def check_sweep(add_variants, report) -> None:
     kernel = nvrtc.load(variants[best])
     bandwidth_verdict(report, lambda: kernel(a, b, out, n, grid=-(-n // best), block=best),
                       (), 3 * n * 4)
+
+
+# --------------------------------------------------------------------------------------------
+OCCUPANCY_STUB = '''
+# One SM of an H100 (compute capability 9.0), as CUDA's occupancy calculator sees it
+MAX_WARPS = 64              # resident warps per SM
+MAX_BLOCKS = 32             # resident blocks per SM
+REGISTERS = 65536           # 32-bit registers per SM, in 4 sub-partitions of 16384
+SUB_PARTITIONS = 4          # a warp's registers all come from one sub-partition
+REGISTER_UNIT = 256         # registers are given to a warp in multiples of 256
+SHARED = 233472             # bytes of shared memory per SM (228 KiB)
+SHARED_RESERVED = 1024      # bytes the driver keeps per block
+SHARED_UNIT = 128           # shared memory is given to a block in multiples of 128 bytes
+
+
+def blocks_per_sm(threads, registers, shared):
+    """Blocks of `threads` threads, `registers` registers a thread and `shared` bytes of shared
+    memory that one SM holds at once: the fewest that warps, registers, shared memory and block
+    slots each allow."""
+    ...
+'''
+# (threads, registers a thread, shared bytes): each limit binding at least once, the rounding
+# of each (threads not a multiple of 32, registers not a multiple of 8, shared memory just past a
+# multiple of 128), the sub-partitions (200 registers: 2 warps each, not 10 warps an SM)
+OCCUPANCY_CASES = ((256, 32, 0), (1024, 32, 0), (96, 16, 0), (33, 32, 0), (32, 16, 0),
+                   (256, 64, 0), (256, 72, 0), (256, 128, 0), (128, 200, 0), (256, 200, 0),
+                   (64, 255, 0), (128, 37, 0), (256, 32, 16384), (256, 32, 48 * 1024),
+                   (128, 32, 100000), (64, 16, 5000), (64, 16, 7040), (64, 16, 7041),
+                   (512, 40, 40000), (640, 48, 0), (1, 0, 0), (128, 0, 232448), (100, 16, 0),
+                   (32, 200, 0), (64, 200, 0))
+
+
+@exercise("04.occupancy", title="Occupancy, worked out by hand", stub=OCCUPANCY_STUB,
+          answers=("blocks_per_sm",), section="Occupancy, worked out by hand", intro="""
+Write `blocks_per_sm(threads, registers, shared)` for an H100 from the limits in the stub: the
+blocks each resource allows, and the fewest of them. **Warps**: a block of 33 threads takes two
+warps. **Registers**: a warp takes `registers × 32` rounded up to 256, from one of the 4
+sub-partitions of 16384; count the warps one sub-partition holds, times 4. **Shared memory**:
+each block takes its bytes plus the 1 KiB the driver keeps, rounded up to 128. **Slots**: 32
+blocks. The check compares your function with `course_utils.occupancy` (itself checked against
+CUDA's calculator, `cuda_occupancy.h`, by the tests) on 25 launches chosen so that each rule
+decides at least one of them.""")
+def check_occupancy(blocks_per_sm, report) -> None:
+    from course_utils import occupancy
+
+    expect(callable(blocks_per_sm), f"blocks_per_sm is a {type(blocks_per_sm).__name__}, not a "
+           "function", "def blocks_per_sm(threads, registers, shared): ...")
+    for threads, registers, shared in OCCUPANCY_CASES:
+        got = blocks_per_sm(threads, registers, shared)
+        limits = occupancy.limits_of(threads, registers, shared)
+        want = min(limits.values())
+        binding = [name for name, blocks in limits.items() if blocks == want]
+        expect(got == want, f"{threads} threads, {registers} registers a thread, {shared} bytes "
+               f"of shared memory: you say {got} blocks per SM, the calculator {want}",
+               f"here {' and '.join(binding)} decide: " + ", ".join(
+                   f"{name} allow {blocks}" for name, blocks in limits.items()))
+    report.line(f"matches CUDA's occupancy rules on {len(OCCUPANCY_CASES)} launches (warps, "
+                "registers by sub-partition, shared memory with the reserved KiB, block slots)")
