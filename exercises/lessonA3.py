@@ -124,13 +124,11 @@ def backward_child(source: str, small: bool) -> dict:
 
 
 def _sanitized(rmsnorm_bwd_kernel, rmsnorm_backward) -> str:
-    from exercises import kernel_checks, triton_child
+    from exercises import triton_child
 
-    source = triton_child.answer_source(rmsnorm_backward, rmsnorm_bwd_kernel)
-    return "; ".join(f"{line} (the compiled kernel on {', '.join(f'{r}x{c}' for r, c in CASES)}"
-                     ", each tensor its own allocation: no access outside them)"
-                     if line.startswith("compute-sanitizer --tool") else line
-                     for line in kernel_checks.sanitize("A3.backward", source, ("memcheck",)))
+    return "; ".join(triton_child.sanitized(
+        "A3.backward", rmsnorm_backward, rmsnorm_bwd_kernel,
+        cases=", ".join(f"{r}x{c}" for r, c in CASES)))
 
 
 def _source(kernel) -> str:

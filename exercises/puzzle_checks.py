@@ -148,13 +148,10 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
 
 
 def _sanitized(p: Puzzle, kernel) -> str:
-    from exercises import kernel_checks, triton_child
+    from exercises import triton_child
 
-    source = f"PUZZLE = {p.id!r}\n" + triton_child.answer_source(kernel)
-    lines = kernel_checks.sanitize(p.id, source, ("memcheck",))
-    return "; ".join(f"{line} (the compiled kernel, each tensor its own allocation: no access "
-                     "outside them)" if line.startswith("compute-sanitizer --tool") else line
-                     for line in lines)
+    return "; ".join(triton_child.sanitized(p.id, kernel, prefix=f"PUZZLE = {p.id!r}\n",
+                                            cases="; ".join(map(p.label, p.cases))))
 
 
 def puzzle_child(source: str, small: bool) -> dict:

@@ -67,3 +67,16 @@ def imported(source: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
     loader.exec_module(module)
     return module
+
+
+def sanitized(id: str, *entry: Callable, cases: str, prefix: str = "") -> list[str]:
+    """The compiled answer (``entry``: its launcher and kernels, :func:`answer_source`, after
+    ``prefix``) in exercise ``id``'s GPU child (:data:`exercises.kernel_checks.CHILDREN`), under
+    compute-sanitizer's memcheck: the report's lines, naming the ``cases`` it ran (a Mismatch
+    where memcheck finds an access outside a tensor)."""
+    from exercises import kernel_checks
+
+    lines = kernel_checks.sanitize(id, prefix + answer_source(*entry), ("memcheck",))
+    return [f"{line} (the compiled kernel on {cases}, each tensor its own allocation: no access "
+            "outside them)" if line.startswith("compute-sanitizer --tool") else line
+            for line in lines]

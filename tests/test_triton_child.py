@@ -54,3 +54,23 @@ def test_a_copy_this_triton_cannot_interpret_is_said_not_blamed_on_the_answer(mo
     monkeypatch.setattr(env, "TRITON_INTERPRET", True)
     with pytest.raises(Mismatch):
         triton_checks.expect_in_bounds(run, "x")
+
+
+def test_sanitized_sends_the_gathered_answer_to_the_child_and_names_the_cases(monkeypatch):
+    from exercises import kernel_checks
+
+    sent = {}
+
+    def sanitize(id, source, tools):
+        sent.update(id=id, source=source, tools=tools)
+        return ["compute-sanitizer --tool memcheck: ERROR SUMMARY: 0 errors"]
+
+    monkeypatch.setattr(kernel_checks, "sanitize", sanitize)
+    kernel, matmul = _answer()
+    lines = triton_child.sanitized("05.triton_dot", matmul, kernel, cases="5x7x3",
+                                   prefix="PUZZLE = 'x'\n")
+    assert sent["id"] == "05.triton_dot" and sent["tools"] == ("memcheck",)
+    assert sent["source"].startswith("PUZZLE = 'x'\nimport torch") and \
+        "def matmul_kernel(" in sent["source"]
+    assert lines == ["compute-sanitizer --tool memcheck: ERROR SUMMARY: 0 errors (the compiled "
+                     "kernel on 5x7x3, each tensor its own allocation: no access outside them)"]
