@@ -60,7 +60,10 @@ class Puzzle:
         return ", ".join(f"{k} = {v}" for k, v in sizes.items())
 
 
-def _run(p: Puzzle, kernel, sizes: dict, make: Callable, out: torch.Tensor) -> torch.Tensor:
+def _run(p: Puzzle, kernel, sizes: dict, make: Callable,
+         out: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` as the puzzle does on inputs ``make(shape)`` and output ``out``; the
+    inputs by name (a kernel's exception becomes a Mismatch naming them)."""
     tensors = {name: make(shape(sizes)) for name, shape in p.inputs}
     call_answer(lambda *_: p.launch(kernel, tensors, out, sizes), *tensors.values())
     return tensors
@@ -86,6 +89,11 @@ def _expect_written(p: Puzzle, sizes: dict, out: torch.Tensor, seen: dict) -> No
                        "other=0.0 for a sum or a product, other=-float('inf') for a max")
 
 
+def fenced_of(shape: tuple[int, ...]) -> torch.Tensor:
+    """A CPU input of ``shape`` with NaN on both sides (:func:`exercises.triton_checks.fenced`)."""
+    return fenced(*shape)
+
+
 def _bounds(p: Puzzle, kernel) -> str:
     """Step 1: the interpreter, each lane's address checked; the report line."""
     copy = triton_checks.interpreted(kernel)
@@ -100,10 +108,6 @@ def _bounds(p: Puzzle, kernel) -> str:
         _expect_written(p, sizes, out, seen)
     return ("every load and store inside the tensors, every output element written (each "
             "lane's address checked in Triton's interpreter)")
-
-
-def fenced_of(shape: tuple[int, ...]) -> torch.Tensor:
-    return fenced(*shape)
 
 
 def _sixteen_bit(kernel) -> bool:
