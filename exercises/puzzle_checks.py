@@ -195,21 +195,22 @@ def footprint(p: Puzzle, kernel, sizes: dict) -> dict[str, dict]:
 
     def record(kind, ptrs, mask):
         program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
-        active = np.broadcast_to(mask.data.astype(bool), ptrs.data.shape)
-        addresses = ptrs.data.astype(np.int64)[active]
+        addresses = triton_checks._array(ptrs).astype(np.int64)
+        addresses = addresses[np.broadcast_to(triton_checks._array(mask).astype(bool),
+                                              addresses.shape)]
         for name, t in tensors.items():
             offset = (addresses - t.data_ptr()) // t.element_size()
             inside = offset[(offset >= 0) & (offset < t.numel())]
             if inside.size:
                 touched[name][kind].setdefault(program, set()).update(inside.tolist())
 
-    def loading(self, ptrs, mask, other, *rest):
+    def loading(self, ptrs, mask, other, *rest, **options):
         record("loads", ptrs, mask)
-        return load(self, ptrs, mask, other, *rest)
+        return load(self, ptrs, mask, other, *rest, **options)
 
-    def storing(self, ptrs, value, mask, *rest):
+    def storing(self, ptrs, value, mask, *rest, **options):
         record("stores", ptrs, mask)
-        return store(self, ptrs, value, mask, *rest)
+        return store(self, ptrs, value, mask, *rest, **options)
 
     copy = triton_checks.interpreted(kernel)
     with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \

@@ -87,6 +87,12 @@ def _regions(names, args, kwargs) -> tuple[Region, ...]:
     return tuple(found)
 
 
+def _array(handle) -> np.ndarray:
+    """The NumPy array of an interpreter value: a TensorHandle's data, or the array itself (a
+    tensor descriptor's load passes its mask as a plain array)."""
+    return handle if isinstance(handle, np.ndarray) else np.asarray(handle.data)
+
+
 @contextlib.contextmanager
 def bounds_checked() -> Iterator[list[Violation]]:
     """Check every load and store of the interpreted launches inside the block; yields the
@@ -108,8 +114,8 @@ def bounds_checked() -> Iterator[list[Violation]]:
     def inside(kind: str, ptrs, mask):
         """The mask with the lanes outside every tensor turned off (and recorded)."""
         size = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
-        addresses = ptrs.data.astype(np.uint64)
-        active = np.broadcast_to(mask.data.astype(bool), addresses.shape)
+        addresses = _array(ptrs).astype(np.uint64)
+        active = np.broadcast_to(_array(mask).astype(bool), addresses.shape)
         ok = np.zeros(addresses.shape, dtype=bool)
         for r in launch["regions"]:
             ok |= (addresses >= r.start) & (addresses + size <= r.end)
@@ -118,14 +124,16 @@ def bounds_checked() -> Iterator[list[Violation]]:
             program = tuple(int(i) for i in builder.grid_idx)
             violations.append(Violation(kind, program, int(addresses[bad].flat[0]), size,
                                         launch["regions"]))
+        if isinstance(mask, np.ndarray):  # (a tensor descriptor's mask is a plain array)
+            return active & ok
         return type(mask)(active & ok, mask.dtype.scalar if hasattr(mask.dtype, "scalar")
                           else mask.dtype)
 
-    def checked_load(self, ptrs, mask, other, *rest):
-        return load(self, ptrs, inside("load", ptrs, mask), other, *rest)
+    def checked_load(self, ptrs, mask, other, *rest, **options):
+        return load(self, ptrs, inside("load", ptrs, mask), other, *rest, **options)
 
-    def checked_store(self, ptrs, value, mask, *rest):
-        return store(self, ptrs, value, inside("store", ptrs, mask), *rest)
+    def checked_store(self, ptrs, value, mask, *rest, **options):
+        return store(self, ptrs, value, inside("store", ptrs, mask), *rest, **options)
 
     with mock.patch.object(interpreter.GridExecutor, "_init_args_hst", recording_init), \
             mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load",
@@ -272,18 +280,18 @@ def interpreted_memory():
     store = interpreter.InterpreterBuilder.create_masked_store
     seen: dict[str, list] = {"stored": [], "undefined": []}
 
-    def undefined(self, ptrs, mask, other, *rest):
+    def undefined(self, ptrs, mask, other, *rest, **options):
         dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
-        if other is None and np.issubdtype(dtype, np.floating) and not mask.data.all():
+        if other is None and np.issubdtype(dtype, np.floating) and not _array(mask).all():
             seen["undefined"].append(ptrs)
-            other = interpreter.TensorHandle(np.full(ptrs.data.shape, np.nan, dtype=dtype),
+            other = interpreter.TensorHandle(np.full(_array(ptrs).shape, np.nan, dtype=dtype),
                                              ptrs.get_element_ty())
-        return load(self, ptrs, mask, other, *rest)
+        return load(self, ptrs, mask, other, *rest, **options)
 
-    def recorded(self, ptrs, value, mask, *rest):
-        active = np.broadcast_to(mask.data.astype(bool), ptrs.data.shape)
-        seen["stored"].append(ptrs.data.astype(np.uint64)[active])
-        return store(self, ptrs, value, mask, *rest)
+    def recorded(self, ptrs, value, mask, *rest, **options):
+        active = np.broadcast_to(_array(mask).astype(bool), _array(ptrs).shape)
+        seen["stored"].append(_array(ptrs).astype(np.uint64)[active])
+        return store(self, ptrs, value, mask, *rest, **options)
 
     with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", undefined), \
             mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", recorded):
