@@ -134,6 +134,10 @@ def check_occupancy(blocks_per_sm, report) -> None:
 
     expect(callable(blocks_per_sm), f"blocks_per_sm is a {type(blocks_per_sm).__name__}, not a "
            "function", "def blocks_per_sm(threads, registers, shared): ...")
+    names = set(getattr(getattr(blocks_per_sm, "__code__", None), "co_names", ()))
+    expect(not names & {"occupancy", "limits_of", "cudaOccupancyMaxActiveBlocksPerMultiprocessor"},
+           "blocks_per_sm calls a calculator instead of applying the rules", "work out each "
+           "limit from the constants of the stub: warps, registers, shared memory, block slots")
     for threads, registers, shared in OCCUPANCY_CASES:
         got = blocks_per_sm(threads, registers, shared)
         limits = occupancy.limits_of(threads, registers, shared)

@@ -52,17 +52,17 @@ def matmul(a, b):
 '''
 
 
-def _calls(kernel, attr: str) -> list:
+def _calls(kernel, attr: str) -> list | None:
     """The calls ``<something>.<attr>(...)`` in the kernel's source (ast.Call nodes), or None
     where its source cannot be read (the values and the launch decide then)."""
     import ast
-    import inspect
     import textwrap
 
-    fn = getattr(kernel, "fn", kernel)
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(textwrap.dedent(triton_checks.kernel_source(kernel)))
+    except SyntaxError:
+        return None
+    if not tree.body:
         return None
     return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute) and node.func.attr == attr]

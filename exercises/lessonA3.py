@@ -131,15 +131,6 @@ def _sanitized(rmsnorm_bwd_kernel, rmsnorm_backward) -> str:
         cases=", ".join(f"{r}x{c}" for r, c in CASES)))
 
 
-def _source(kernel) -> str:
-    import inspect
-
-    try:
-        return inspect.getsource(getattr(kernel, "fn", kernel))
-    except (OSError, TypeError):
-        return ""
-
-
 @exercise("A3.backward", title="The RMSNorm backward in Triton", stub=BACKWARD_STUB,
           answers=("rmsnorm_bwd_kernel", "rmsnorm_backward"), section="The backward, derived",
           intro="""
@@ -153,7 +144,7 @@ address checked, then compares `dx` and `dweight` with float64 autograd of the e
 an empty input; on a GPU also in bf16, twice (`dweight` must be bit-identical), and timed against
 the course's backward.""")
 def check_backward(rmsnorm_bwd_kernel, rmsnorm_backward, report) -> None:
-    source = _source(rmsnorm_bwd_kernel)
+    source = triton_checks.kernel_source(rmsnorm_bwd_kernel)
     expect("atomic" not in source, "rmsnorm_bwd_kernel uses an atomic: the programs would add "
            "into dweight in whatever order they finish, so its last bits change from run to "
            "run", "accumulate the program's rows in a float32 vector and store it once in row "

@@ -111,12 +111,7 @@ def _bounds(p: Puzzle, kernel) -> str:
 
 
 def _sixteen_bit(kernel) -> bool:
-    import inspect
-
-    try:
-        source = inspect.getsource(getattr(kernel, "fn", kernel))
-    except (OSError, TypeError):
-        return False
+    source = triton_checks.kernel_source(kernel)
     return "tl.float16" in source or "tl.bfloat16" in source
 
 

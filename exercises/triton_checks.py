@@ -87,6 +87,17 @@ def _regions(names, args, kwargs) -> tuple[Region, ...]:
     return tuple(found)
 
 
+def kernel_source(kernel) -> str:
+    """The text of a ``@triton.jit`` kernel (compiled or interpreted) or a function, for checks
+    that read it; "" where Python cannot find it."""
+    import inspect
+
+    try:
+        return inspect.getsource(getattr(kernel, "fn", kernel))
+    except (OSError, TypeError):
+        return ""
+
+
 def _array(handle) -> np.ndarray:
     """The NumPy array of an interpreter value: a TensorHandle's data, or the array itself (a
     tensor descriptor's load passes its mask as a plain array)."""

@@ -70,6 +70,10 @@ WRONG["04.occupancy"] = {
         "REGISTERS // per_warp // warps"),
     # the driver's 1 KiB per block forgotten
     "no reserved shared memory": _occupancy("(shared + SHARED_RESERVED)", "(shared)"),
+    # the course's calculator called: right numbers, no rules worked out
+    "the course's calculator": OCCUPANCY_STUB.replace(
+        "    ...\n", "    from course_utils import occupancy\n\n"
+        "    return occupancy.blocks_per_sm(threads, registers, shared)\n"),
     # no cap of 32 blocks
     "no block slots": _occupancy("SHARED // per_block, MAX_BLOCKS)", "SHARED // per_block)"),
 }
