@@ -52,36 +52,6 @@ def matmul(a, b):
 '''
 
 
-def _calls(kernel, attr: str) -> list | None:
-    """The calls ``<something>.<attr>(...)`` in the kernel's source (ast.Call nodes), or None
-    where its source cannot be read (the values and the launch decide then)."""
-    import ast
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(triton_checks.kernel_source(kernel)))
-    except SyntaxError:
-        return None
-    if not tree.body:
-        return None
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute) and node.func.attr == attr]
-
-
-def _calls_tl_dot(kernel) -> bool:
-    return _calls(kernel, "dot") != []
-
-
-def _masked_loads_without_other(kernel) -> list[int]:
-    """The lines (counted from the kernel's ``def``) of its masked ``tl.load`` calls that
-    give no ``other=``: their masked-off lanes are undefined. The interpreter shows them as NaN
-    (:func:`exercises.triton_checks.interpreted_memory`); compiled Triton happens to give 0 on
-    the GPUs we tried, so on a GPU the values alone would pass them."""
-    loads = _calls(kernel, "load") or []
-    return [node.lineno for node in loads if {"mask"} <= {k.arg for k in node.keywords}
-            and "other" not in {k.arg for k in node.keywords} and len(node.args) < 3]
-
-
 def _dot_operand(rows: int, cols: int, dtype: torch.dtype, layout: str, device: str,
                  scale: float) -> torch.Tensor:
     """A random (rows x cols) operand: "row-major", "transposed" (a column-major view) or
@@ -200,7 +170,7 @@ makes sure a Triton kernel ran and calls `tl.dot`. On a GPU it adds bf16 and lar
 times it at 4096³ fp16 against cuBLAS and the course's autotuned `tl.dot` kernel.""")
 def check_triton_dot(matmul_kernel, matmul, report) -> None:
     device = env.DEFAULT_DEVICE
-    if lines := _masked_loads_without_other(matmul_kernel):
+    if lines := triton_checks.masked_loads_without_other(matmul_kernel):
         raise Mismatch(f"line {lines[0]} of matmul_kernel (from @triton.jit): a masked tl.load "
                        "without other=: "
                        "its masked-off lanes (past M, N or K) hold undefined values, and "
@@ -248,8 +218,9 @@ def check_triton_dot(matmul_kernel, matmul, report) -> None:
     a = torch.randn(33, 40, device=device).half()
     b = torch.randn(40, 17, device=device).half()
     expect_triton_kernel(matmul, (a, b), what="your matmul")
-    expect(_calls_tl_dot(matmul_kernel), "the values are right, but matmul_kernel does not "
-           "call tl.dot: the tile product runs on the CUDA cores, not the tensor cores",
+    expect(triton_checks.calls(matmul_kernel, "dot") != [], "the values are right, but "
+           "matmul_kernel does not call tl.dot: the tile product runs on the CUDA cores, not "
+           "the tensor cores",
            "acc = tl.dot(a, b, acc)")
     how = "Triton's interpreter" if env.TRITON_INTERPRET else "compiled Triton"
     report.line(f"matches float64 in {', '.join(str(d)[6:] for d in dtypes)} at "

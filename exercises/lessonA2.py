@@ -82,6 +82,7 @@ _ROW_SUM = Puzzle(
     launch=lambda k, t, z, s: k[(_cdiv(s["N0"], 4),)](t["x"], z, s["N0"], s["T"], B0=4,
                                                        BT=128),
     cases=({"N0": 5, "T": 100}, {"N0": 8, "T": 128}, {"N0": 1, "T": 1}),
+    reduces=True,
     hint="load a B0 x BT block masked on rows and columns with other=0.0, then tl.sum(block, "
          "axis=1): one sum per row")
 
@@ -96,6 +97,7 @@ _LONG_SUM = Puzzle(
                                                        BT=64),
     cases=({"N0": 3, "T": 1000}, {"N0": 9, "T": 200}, {"N0": 4, "T": 64}, {"N0": 2, "T": 1}),
     tolerance=1e-4,
+    reduces=True,
     hint="acc = tl.zeros((B0,), tl.float32); for t0 in range(0, T, BT): add tl.sum of the "
          "masked chunk (other=0.0) along axis 1; store acc once")
 
@@ -110,6 +112,7 @@ _COL_SUM = Puzzle(
     launch=lambda k, t, z, s: k[(_cdiv(s["N1"], 32),)](t["x"], z, s["N0"], s["N1"], B0=16,
                                                         B1=32),
     cases=({"N0": 100, "N1": 40}, {"N0": 1, "N1": 1}, {"N0": 33, "N1": 64}), tolerance=1e-4,
+    reduces=True,
     hint="each step loads a B0 x B1 block (rows r0 + tl.arange(0, B0), this program's columns), "
          "masked on both with other=0.0, and adds tl.sum(block, axis=0)")
 
@@ -122,6 +125,7 @@ _SOFTMAX = Puzzle(
     launch=lambda k, t, z, s: k[(s["N0"],)](t["x"], z, s["N0"], s["T"], BT=128),
     cases=({"N0": 4, "T": 100}, {"N0": 3, "T": 1}, {"N0": 2, "T": 128},
            {"N0": 2, "T": 100, "scale": 100.0}),
+    reduces=True,
     hint="load the row with other=-float('inf') (exp(-inf) = 0 adds nothing), subtract "
          "tl.max(x, axis=0) before tl.exp, divide by tl.sum")
 
@@ -136,6 +140,7 @@ _LONG_SOFTMAX = Puzzle(
     launch=lambda k, t, z, s: k[(s["N0"],)](t["x"], z, s["N0"], s["T"], BT=64),
     cases=({"N0": 3, "T": 1000}, {"N0": 2, "T": 64}, {"N0": 2, "T": 1},
            {"N0": 2, "T": 300, "scale": 100.0}),
+    reduces=True,
     hint="per chunk: m_new = max(m, tl.max(chunk)); s = s * exp(m - m_new) + tl.sum(exp(chunk - "
          "m_new)); chunks load with other=-float('inf'); then a second pass stores")
 
@@ -151,6 +156,7 @@ _MATVEC = Puzzle(
     launch=lambda k, t, z, s: k[(_cdiv(s["N0"], 16),)](t["a"], t["x"], z, s["N0"], s["N1"],
                                                         B0=16, B1=32),
     cases=({"N0": 40, "N1": 100}, {"N0": 1, "N1": 1}, {"N0": 16, "N1": 32}), tolerance=1e-4,
+    reduces=True,
     hint="each step: a B0 x B1 block of a and B1 elements of x (both masked, other=0.0); add "
          "tl.sum(block * x[None, :], axis=1)")
 
@@ -166,6 +172,7 @@ _DOT = Puzzle(
         t["a"], t["b"], c, s["M"], s["N"], s["K"], BM=16, BN=16, BK=16),
     cases=({"M": 40, "N": 24, "K": 50}, {"M": 16, "N": 16, "K": 16}, {"M": 1, "N": 1, "K": 1}),
     tolerance=1e-4,
+    reduces=True, tf32=True,
     hint="acc = tl.zeros((BM, BN), tl.float32); per K step load a BM x BK and a BK x BN block "
          "masked with other=0.0 (0 past K adds nothing) and acc = tl.dot(a, b, acc); store "
          "masked on both edges")
@@ -181,6 +188,7 @@ _ATTENTION = Puzzle(
     reference=lambda q, k, v: torch.softmax(q @ k.T / 4.0, dim=1) @ v,
     launch=lambda kern, t, o, s: kern[(1,)](t["q"], t["k"], t["v"], o, s["S"], BS=32, D=16),
     cases=({"S": 20}, {"S": 32}, {"S": 1}, {"S": 20, "scale": 8.0}), tolerance=1e-3,
+    reduces=True, tf32=True,
     hint="load q, k, v as BS x D blocks (rows < S, other=0.0); scores = tl.dot(q, tl.trans(k)) "
          "/ sqrt(D); set the columns of keys >= S to -inf before the row softmax; "
          "o = tl.dot(p, v), stored for rows < S")
@@ -257,6 +265,10 @@ def _register(p: Puzzle) -> None:
              "Triton's interpreter first, each lane's address checked against the tensors and "
              "every output element required, then for its values (compiled, on a GPU). The "
              "picture below shows what the first programs load and store.")
+    if p.reduces:
+        intro += (" Its masked loads feed a reduction, so each gives `other=` (the value that "
+                  "changes nothing): compiled, a masked-off lane without it often holds 0 by "
+                  "luck, so the check refuses the load itself.")
     draw_cell = f"from exercises import lessonA2\n\nlessonA2.draw({p.id!r});"
 
     @exercise(p.id, title=f"Puzzle: {title}", stub=p.stub(), answers=(p.kernel,), intro=intro,

@@ -46,6 +46,13 @@ class Puzzle:
     cases: tuple[dict, ...]  # the sizes of each problem (the first is drawn)
     hint: str
     tolerance: float = 1e-5
+    # its loads feed a sum, a max or a product: a masked-off lane must hold the value that
+    # changes nothing (other=), which the values alone cannot show on a GPU
+    reduces: bool = False
+    # it calls tl.dot on float32, which a GPU runs in TF32 (10 bits of mantissa): the check's
+    # inputs are multiples of 1/8 below 2^7, which TF32 holds exactly, so the compiled result
+    # still matches a float64 reference to float32 rounding
+    tf32: bool = False
 
     def stub(self) -> str:
         head = f"def {self.kernel}("
@@ -119,6 +126,13 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
     expect(isinstance(kernel, tuple(_triton_launchers())),
            f"{p.kernel} is a {type(kernel).__name__}, not a @triton.jit kernel",
            "decorate the function with @triton.jit and use tl.load / tl.store")
+    if p.reduces and (lines := triton_checks.masked_loads_without_other(kernel)):
+        raise Mismatch(f"line {lines[0]} of {p.kernel} (from @triton.jit): a masked tl.load "
+                       "without other=: its masked-off lanes hold undefined values, and this "
+                       "kernel adds (or compares) them (compiled Triton often gives 0 there, by "
+                       "luck; the interpreter gives NaN)", "give the load the value that "
+                       "changes nothing: other=0.0 for a sum or a product, "
+                       "other=-float('inf') for a max")
     bounds = _bounds(p, kernel)
     if bounds.startswith("not verified") and env.HAS_CUDA:
         bounds = _sanitized(p, kernel)
@@ -131,14 +145,23 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
         out = torch.full(p.output(sizes), float("nan"), device=device)  # unwritten shows
         scale = sizes.get("scale", 1.0)  # large values: where exp overflows without its max
         with np.errstate(all="ignore"):  # (the interpreter's NumPy on a wrong answer's inf)
-            tensors = _run(p, kernel, sizes,
-                           lambda s, scale=scale: scale * torch.randn(*s, device=device), out)
+            tensors = _run(p, kernel, sizes, lambda s, scale=scale: _draw(p, s, scale), out)
         expected = p.reference(**{k: v.double() for k, v in tensors.items()}).float()
         compare(out, expected, what=p.label(sizes), atol=p.tolerance, rtol=p.tolerance,
                 hint=p.hint)
     how = "in Triton's interpreter" if env.TRITON_INTERPRET else "compiled, on the GPU"
     report.line(f"matches the reference {how} on " + "; ".join(p.label(s) for s in p.cases))
+    if p.tf32:
+        report.line("inputs are multiples of 1/8, which TF32 (what tl.dot uses for float32 on "
+                    "a GPU) holds exactly; on other data expect TF32's ~1e-3 relative error")
     report.line(bounds)
+
+
+def _draw(p: Puzzle, shape: tuple[int, ...], scale: float) -> torch.Tensor:
+    """Random inputs of ``shape``; for a TF32 puzzle rounded to multiples of 1/8 (see
+    :attr:`Puzzle.tf32`)."""
+    x = scale * torch.randn(*shape, device=env.DEFAULT_DEVICE)
+    return (x * 8).round().clamp(-1023, 1023) / 8 if p.tf32 else x
 
 
 # --------------------------------------------------------------------------------------------

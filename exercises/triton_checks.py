@@ -98,6 +98,32 @@ def kernel_source(kernel) -> str:
         return ""
 
 
+def calls(kernel, attr: str) -> list | None:
+    """The calls ``<something>.<attr>(...)`` in the kernel's source (ast.Call nodes), or None
+    where its source cannot be read (the values and the launch decide then)."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(kernel_source(kernel)))
+    except SyntaxError:
+        return None
+    if not tree.body:
+        return None
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == attr]
+
+
+def masked_loads_without_other(kernel) -> list[int]:
+    """The lines (counted from the kernel's ``def``) of its masked ``tl.load`` calls that
+    give no ``other=``: their masked-off lanes are undefined. The interpreter shows them as NaN
+    (:func:`interpreted_memory`); compiled Triton happens to give 0 on the GPUs we tried, so on
+    a GPU the values alone would pass a sum over them."""
+    loads = calls(kernel, "load") or []
+    return [node.lineno for node in loads if {"mask"} <= {k.arg for k in node.keywords}
+            and "other" not in {k.arg for k in node.keywords} and len(node.args) < 3]
+
+
 def _array(handle) -> np.ndarray:
     """The NumPy array of an interpreter value: a TensorHandle's data, or the array itself (a
     tensor descriptor's load passes its mask as a plain array)."""
