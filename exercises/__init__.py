@@ -300,11 +300,12 @@ def expect(condition: bool, message: str, hint: str = "") -> None:
         raise Mismatch(message, hint)
 
 
-def compare(got, expected: torch.Tensor, *, what: str, atol: float = 1e-5, rtol: float = 1e-5,
-            hint: str = "") -> None:
+def compare(got, expected: torch.Tensor, *, what: str, atol: float | torch.Tensor = 1e-5,
+            rtol: float = 1e-5, hint: str = "") -> None:
     """Mismatch unless ``got`` matches ``expected``: first its type, shape and dtype (all that
     is wrong among them, named), then its values; the message then names the first
-    mismatching index with both values and how many elements differ."""
+    mismatching index with both values and how many elements differ. ``atol`` may be a tensor
+    of ``expected``'s shape: a bound per element."""
     expect(isinstance(got, torch.Tensor),
            f"{what}: expected a tensor, got {type(got).__name__}", hint)
     wrong = []  # right values in the wrong dtype are still wrong: say so before any value
@@ -317,7 +318,11 @@ def compare(got, expected: torch.Tensor, *, what: str, atol: float = 1e-5, rtol:
            "allocate the output with the shape and dtype the task asks for (like the input: "
            "torch.empty_like(x)), and return it without converting")
     g, e = got.detach().float().cpu(), expected.detach().float().cpu()
-    bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    if isinstance(atol, torch.Tensor):  # a bound per element (an error that varies with it)
+        close = ((g - e).abs() <= atol.float().cpu() + rtol * e.abs()) | (g == e)
+        bad = ~(close | (g.isnan() & e.isnan()))
+    else:
+        bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
     if bad.any():
         first = tuple(int(i) for i in torch.nonzero(bad)[0])
         index = first if len(first) != 1 else first[0]

@@ -265,12 +265,36 @@ def fenced(*shape: int, dtype: torch.dtype = torch.float32, transposed: bool = F
     :func:`bounds_checked` then names (a neighbouring tensor of the check, where the allocator
     put one, would hide it)."""
     numel = int(np.prod(shape))
-    pad = max(numel, 64)
-    buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype)
-    inside = buffer[pad:pad + numel]
+    inside = _nan_fenced(numel, dtype, "cpu")
     view = inside.view(*shape[::-1]).t() if transposed else inside.view(*shape)
     view.copy_(scale * torch.randn(*shape))
     return view
+
+
+def _nan_fenced(numel: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """``numel`` elements in the middle of a NaN-filled buffer (as many again on each side)."""
+    pad = max(numel, 64)
+    buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype, device=device)
+    return buffer[pad:pad + numel]
+
+
+def fenced_copy(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``t`` on its device, between NaN fences as in :func:`fenced`.
+
+    Compiled, where no interpreter checks each address, a lane that reads past the tensor
+    then reads NaN, and the NaN reaches the values the check compares (the next allocation
+    would give it plausible numbers: compute-sanitizer does not see a read that lands inside
+    another tensor)."""
+    inside = _nan_fenced(t.numel(), t.dtype, t.device)
+    return inside.view(t.shape).copy_(t)
+
+
+def fence_broken(t: torch.Tensor) -> bool:
+    """Whether something was written into the NaN fences around ``t`` (a tensor made by
+    :func:`fenced_copy` or :func:`fenced`): a store outside the tensor."""
+    buffer = t._base if t._base is not None else t
+    pad = (buffer.numel() - t.numel()) // 2
+    return bool(not buffer[:pad].isnan().all() or not buffer[pad + t.numel():].isnan().all())
 
 
 def call_answer(fn, *args):
