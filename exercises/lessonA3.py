@@ -14,7 +14,14 @@ from __future__ import annotations
 import torch
 
 from course_utils import env
-from exercises import compare, exercise, expect, expect_triton_kernel, triton_checks
+from exercises import (
+    Mismatch,
+    compare,
+    exercise,
+    expect,
+    expect_triton_kernel,
+    triton_checks,
+)
 from exercises.triton_checks import call_answer, fenced, fenced_copy
 
 EPS = 1e-6
@@ -155,6 +162,11 @@ def check_backward(rmsnorm_bwd_kernel, rmsnorm_backward, report) -> None:
     expect("tl.float16" not in source and "tl.bfloat16" not in source, "rmsnorm_bwd_kernel "
            "uses a 16-bit type: a sum over thousands of rows in 16 bits loses its low bits",
            "accumulate in float32: tl.zeros((BLOCK,), dtype=tl.float32), and x.to(tl.float32)")
+    if lines := triton_checks.masked_loads_without_other(rmsnorm_bwd_kernel):
+        raise Mismatch(f"line {lines[0]} of rmsnorm_bwd_kernel (from @triton.jit): a masked "
+                       "tl.load without other=: its masked-off lanes (past n_cols) hold "
+                       "undefined values, and the row's sum of g * x_hat adds them (compiled "
+                       "Triton often gives 0 there, by luck; the interpreter gives NaN)", HINT)
     bounds = _bounds(rmsnorm_backward)
     if bounds.startswith("not verified") and env.HAS_CUDA:
         bounds = _sanitized(rmsnorm_bwd_kernel, rmsnorm_backward)
