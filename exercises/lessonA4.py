@@ -61,9 +61,11 @@ _TOOLS = re.compile(r"\btl\.make_tensor_descriptor\b|\btl\.make_block_ptr\b")
 def check_transpose(transpose_kernel, report) -> None:
     # the code without its comments: a tool named in a comment is not a tool used
     source = re.sub(r"#.*", "", triton_checks.kernel_source(transpose_kernel))
-    is_kernel = isinstance(transpose_kernel, tuple(_triton_launchers()))  # else: check_puzzle
-    expect(not is_kernel or not source or _TOOLS.search(source), "transpose_kernel addresses memory by pointer "
-           "arithmetic: correct, perhaps, but this exercise is the tool of the section",
+    # (not a kernel at all: check_puzzle says so)
+    is_kernel = isinstance(transpose_kernel, tuple(_triton_launchers()))
+    expect(not is_kernel or not source or _TOOLS.search(source),
+           "transpose_kernel addresses memory by pointer arithmetic: correct, perhaps, but this "
+           "exercise is the tool of the section",
            "describe x and z with tl.make_tensor_descriptor (or tl.make_block_ptr) and load and "
            "store whole tiles through them")
     check_puzzle(TRANSPOSE, transpose_kernel, report)

@@ -3,7 +3,8 @@
 _HEAD = "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
 
 SOLUTIONS = {
-    "A4.transpose": _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    "A4.transpose": _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr,
+                     BN: tl.constexpr):
     pm, pn = tl.program_id(0), tl.program_id(1)
     x = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
     z = tl.make_tensor_descriptor(z_ptr, shape=[N, M], strides=[M, 1], block_shape=[BN, BM])
@@ -13,7 +14,8 @@ SOLUTIONS = {
 }
 
 # the same answer with block pointers, right: the base of two wrong ones below
-_BLOCK_PTR = _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+_BLOCK_PTR = _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr,
+                     BN: tl.constexpr):
     pm, pn = tl.program_id(0), tl.program_id(1)
     x = tl.make_block_ptr(x_ptr, shape=(M, N), strides=(N, 1), offsets=(pm * BM, pn * BN),
                           block_shape=(BM, BN), order=(1, 0))
@@ -64,7 +66,8 @@ WRONG = {
                                          'padding_option="zero")', "tl.load(x)").replace(
             "tl.store(z, tl.trans(tile), boundary_check=(0, 1))", "tl.store(z, tl.trans(tile))"),
         # right, by pointer arithmetic: not the tool the exercise asks for
-        "pointer arithmetic": _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+        "pointer arithmetic": _HEAD + '''def transpose_kernel(x_ptr, z_ptr, M, N, BM: tl.constexpr,
+                     BN: tl.constexpr):
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rows < M)[:, None] & (cols < N)[None, :]
