@@ -63,6 +63,7 @@ CHILDREN = {
     **{f"A2.{name}": "exercises.puzzle_checks:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",
         "softmax", "long_softmax", "matvec", "dot", "attention")},
+    "A4.transpose": "exercises.puzzle_checks:puzzle_child",  # appendix A4's, the same engine
 }
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
 POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN

@@ -196,13 +196,13 @@ def _sanitized(p: Puzzle, kernel) -> str:
 
 
 def puzzle_child(source: str, small: bool) -> dict:
-    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`), under
-    compute-sanitizer: the compiled kernel on the puzzle's cases, each tensor an allocation of
-    its own exact size."""
-    from exercises import lessonA2, triton_child
+    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`: appendix A2's
+    and A4's), under compute-sanitizer: the compiled kernel on the puzzle's cases, each tensor
+    an allocation of its own exact size."""
+    from exercises import lessonA2, lessonA4, triton_child
 
     answer = triton_child.imported(source)
-    p = lessonA2.PUZZLES[answer.PUZZLE]
+    p = {**lessonA2.PUZZLES, **lessonA4.PUZZLES}[answer.PUZZLE]
     for sizes in p.cases:
         print(json.dumps({"case": p.label(sizes)}), flush=True)
         out = torch.empty(p.output(sizes), device="cuda")
