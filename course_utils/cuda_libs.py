@@ -147,6 +147,7 @@ def driver_library() -> ctypes.CDLL:
     lib.cuLaunchKernel.argtypes = [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), p]
     lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(LaunchConfig), p, ctypes.POINTER(p), p]
     lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(p)]
+    lib.cuCtxGetLimit.argtypes = [ctypes.POINTER(ctypes.c_size_t), i]
     return lib
 
 

@@ -22,6 +22,7 @@ PROFILES = {
     "03.silu": "exercises.lesson03:silu_profile",
     "03.transpose": "exercises.lesson03_kernels:transpose_profile",
     "03.warp_sum": "exercises.lesson03_kernels:warp_sum_profile",
+    "A5.flip_rows": "exercises.lessonA5:flip_profile",
 }
 # --------------------------------------------------------------------------------------------
 # On a GPU: the property the lesson teaches, from Nsight Compute's counters

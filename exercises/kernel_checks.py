@@ -50,6 +50,7 @@ RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
 # verdict" (a dict: {"ok": True, ...}, {"mismatch", "hint"}; progress lines {"case": ...})
 CHILDREN = {
     "03.silu": "exercises.lesson03:silu_child",
+    "04.divergence": "exercises.lesson04:divergence_child",
     "03.oob": "exercises.lesson03:scale_child",
     "03.transpose": "exercises.lesson03_kernels:transpose_child",
     "03.warp_sum": "exercises.lesson03_kernels:warp_sum_child",
@@ -59,6 +60,8 @@ CHILDREN = {
     "07.parity": "exercises.lesson07_kernels:parity_child",
     "07.promote": "exercises.lesson07_kernels:promote_child",
     "A3.backward": "exercises.lessonA3:backward_child",
+    "A5.flip_rows": "exercises.lessonA5:flip_child",
+    "A5.histogram": "exercises.lessonA5:histogram_child",
     # the Triton puzzles of appendix A2, where the GPU's Triton cannot interpret a copy
     **{f"A2.{name}": "exercises.puzzle_checks:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",

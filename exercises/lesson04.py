@@ -1,16 +1,25 @@
-"""Exercises of lesson 04: NVRTC (a block-size sweep). The traps' exercises (a kernel generic over
-dtype under PyTorch's flags, libcu++) moved with their sections to appendix A1
-(:mod:`exercises.lessonA1`)."""
+"""Exercises of lesson 04: NVRTC (a block-size sweep), occupancy by hand, and a branch per warp
+(04.divergence: the student's thread-to-element map, evaluated by NVRTC at compile time, spliced
+into ``exercises/cuda/even_odd.cu``; run in a child process on a GPU). The traps' exercises (a
+kernel generic over dtype under PyTorch's flags, libcu++) moved with their sections to appendix
+A1 (:mod:`exercises.lessonA1`)."""
 
 from __future__ import annotations
+
+import json
 
 import torch
 
 from course_utils import env
 from exercises import (
+    Mismatch,
     bandwidth_verdict,
+    compare,
+    compile_probes,
     exercise,
     expect,
+    kernel_checks,
+    load_cell,
     needs,
 )
 from exercises.kernel_checks import compile_answer
@@ -149,3 +158,165 @@ def check_occupancy(blocks_per_sm, report) -> None:
                    f"{name} allow {blocks}" for name, blocks in limits.items()))
     report.line(f"matches CUDA's occupancy rules on {len(OCCUPANCY_CASES)} launches (warps, "
                 "registers by sub-partition, shared memory with the reserved KiB, block slots)")
+
+
+# --------------------------------------------------------------------------------------------
+EVEN_ODD_CU = kernel_checks.CUDA_DIR / "even_odd.cu"
+DIVERGENCE_STUB = '''
+ELEMENT_OF = r"""
+// The element thread t handles (t = blockIdx.x * 256 + threadIdx.x). As given, thread t takes
+// element t: in every warp the even lanes take one side of the branch, the odd lanes the other.
+__host__ __device__ constexpr long long element_of(long long t) {
+    return t;
+}
+"""
+'''
+DIVERGENCE_THREADS = 256
+PROBED_BLOCKS = 2  # element_of is evaluated for every thread of this many blocks
+# n: empty, one element, a warp and a bit, the end inside a warp of either parity, several blocks
+DIVERGENCE_LENGTHS = (0, 1, 2, 31, 33, 63, 65, 255, 257, 1000, 4099, 1 << 20)
+DIVERGENCE_SMALL = (4099,)
+DIVERGENCE_HINT = ("give each warp 32 elements of one parity, and keep the pair of warps 2k, "
+                   "2k + 1 on the same 64 elements: warp 2k the even ones, warp 2k + 1 the odd "
+                   "ones (element 64 (t / 64) + 2 (t % 32) + (t / 32) % 2)")
+
+
+def _element_table(element_of: str) -> list[int]:
+    """element_of(t) for every thread of the first PROBED_BLOCKS blocks, evaluated by NVRTC at
+    compile time (no GPU)."""
+    threads = PROBED_BLOCKS * DIVERGENCE_THREADS
+    return compile_probes.constant_table(element_of, [f"element_of({t})"
+                                                      for t in range(threads)])
+
+
+def expect_warp_uniform(elements: list[int]) -> None:
+    """Mismatch unless the mapping sends each block's threads onto its own elements (each
+    once), each warp onto elements of one parity, within 64 neighbouring elements."""
+    n = DIVERGENCE_THREADS
+    for b in range(len(elements) // n):
+        got = elements[b * n:(b + 1) * n]
+        want = set(range(b * n, (b + 1) * n))
+        missing, seen = sorted(want - set(got)), set()
+        twice = next((e for e in got if e in seen or seen.add(e)), None)
+        outside = next((e for e in got if e not in want), None)
+        expect(outside is None, f"block {b}'s threads must take elements {b * n}..{(b + 1) * n - 1}"
+               f" (the launch has ceil(n / {n}) blocks), but thread "
+               f"{b * n + got.index(outside) if outside is not None else 0} takes element "
+               f"{outside}", DIVERGENCE_HINT)
+        expect(twice is None and not missing, f"block {b}: element {twice} is taken by two "
+               f"threads and element {missing[0] if missing else '?'} by none",
+               DIVERGENCE_HINT)
+    for w in range(len(elements) // 32):
+        lanes = elements[32 * w:32 * w + 32]
+        parities = {e % 2 for e in lanes}
+        expect(len(parities) == 1, f"warp {w} (threads {32 * w}..{32 * w + 31}) takes elements "
+               f"{lanes[:4]}...: both even and odd ones, so it runs both loops one after the "
+               "other, half its lanes idle in each", DIVERGENCE_HINT)
+        spread = max(lanes) - min(lanes)
+        expect(spread < 64, f"warp {w} takes elements {min(lanes)}..{max(lanes)}: its 32 loads "
+               f"spread over {spread + 1} floats ({4 * (spread + 1)} bytes) where 64 floats "
+               "hold them, so each load of the warp touches more memory lines than it needs",
+               DIVERGENCE_HINT)
+
+
+@exercise("04.divergence", title="Branch per warp, not per lane", stub=DIVERGENCE_STUB,
+          answers=("ELEMENT_OF",), section="Warp divergence",
+          before=["""from exercises import kernel_checks
+
+print(kernel_checks.numbered("even_odd.cu"))  # the kernel your element_of goes into"""],
+          intro=f"""
+`even_odd` (below) gives even elements one loop and odd elements another, as much work each.
+With thread `t` on element `t`, every warp holds both kinds, and runs both loops one after the
+other. Rewrite `element_of(t)` so that every warp's 32 threads take elements of one parity,
+each block's {DIVERGENCE_THREADS} threads still take its {DIVERGENCE_THREADS} elements (each
+once), and a warp's elements stay within 64 neighbouring floats (two 128-byte lines). The kernel
+itself stays as it is: only which thread does which element changes.
+
+The check has NVRTC evaluate your `element_of` for every thread of two blocks at compile time
+(no GPU needed): every element once, one parity per warp, 64 floats per warp at most; it
+compiles the kernel for sm_90 and reads its SASS. On a GPU it runs it on n = 0, 1, 31, 33, 65,
+..., 2^20 in a child process (`x` inside NaN, `y` fenced), under compute-sanitizer's memcheck,
+and times it against the lane-divergent original.""")
+def check_divergence(element_of, report) -> None:
+    from exercises import sass_checks
+
+    kernel_checks.expect_source(element_of, "ELEMENT_OF")
+    program = kernel_checks.splice(EVEN_ODD_CU, element_of)
+    found = sass_checks.sass_report(compile_answer(program, "even_odd", "the kernel"))
+    sass_checks.expect_no_spills(found, "the kernel")
+    expect_warp_uniform(_element_table(element_of))
+    verified = (f"element_of, evaluated by NVRTC for the {PROBED_BLOCKS * DIVERGENCE_THREADS} "
+                f"threads of {PROBED_BLOCKS} blocks: each block's elements once each, one "
+                "parity per warp, 64 floats per warp at most; the kernel compiles for sm_90 "
+                f"({found.resources.registers} registers, no local memory)")
+    if not env.HAS_CUDA:
+        raise kernel_checks.cpu_verdict(
+            "04.divergence", report, [verified], "the values on n = "
+            f"{', '.join(map(str, DIVERGENCE_LENGTHS[:8]))}, ... (x inside NaN, y fenced), "
+            "compute-sanitizer memcheck and the time against the lane-divergent kernel: they "
+            "need a GPU", recorded_last=True)
+    report.line(verified)
+    kernel_checks.expect_child_ok(kernel_checks.run_child("04.divergence", program),
+                                  DIVERGENCE_HINT, "an element past n: element_of must keep "
+                                  "block b's threads on elements 256 b .. 256 b + 255")
+    report.line(f"matches the reference on n = {', '.join(map(str, DIVERGENCE_LENGTHS))} (in a "
+                "child process; x inside NaN, nothing written outside y)")
+    for line in kernel_checks.sanitize("04.divergence", program, ("memcheck",)):
+        report.line(line)
+    _time_divergence(program, report)
+
+
+def _time_divergence(program: str, report) -> None:
+    from course_utils import nvrtc, timing
+
+    stub = load_cell(DIVERGENCE_STUB, "stub_04_divergence")["ELEMENT_OF"]
+    original = nvrtc.kernel(kernel_checks.splice(EVEN_ODD_CU, stub), "even_odd", verbose=False)
+    yours = nvrtc.kernel(program, "even_odd", verbose=False)
+    n = 1 << 24
+    x, y = torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
+    grid = -(-n // DIVERGENCE_THREADS)
+    ms = {name: timing.benchmark(lambda k=k: k(x, y, n, grid=grid, block=DIVERGENCE_THREADS),
+                                 name=name, device="cuda").median
+          for name, k in (("yours", yours), ("lane-divergent", original))}
+    ratio = ms["lane-divergent"] / ms["yours"]
+    report.line(f"time on {n:,} elements: yours {timing.format_ms(ms['yours'])}, the "
+                f"lane-divergent original {timing.format_ms(ms['lane-divergent'])}: "
+                f"{ratio:.2f}x " + ("(about 2x, as expected: each warp now runs one loop)"
+                                    if ratio >= 1.6 else "(expected about 2x: each warp "
+                                    "should run one loop, not both; a busy GPU shrinks it)"))
+
+
+def even_odd_reference(x: torch.Tensor) -> torch.Tensor:
+    """What even_odd computes, in PyTorch (sin and cos for __sinf and __cosf: after 256
+    contracting steps they agree to about 1e-6)."""
+    even = torch.arange(x.numel(), device=x.device) % 2 == 0
+    y = x.clone()
+    for _ in range(256):
+        y = torch.where(even, torch.sin(y), torch.cos(y)) + 0.5
+    return y
+
+
+def divergence_child(source: str, small: bool) -> dict:
+    """The GPU child of 04.divergence: the spliced kernel on :data:`DIVERGENCE_LENGTHS`
+    (``small``: exact allocations, for compute-sanitizer)."""
+    from course_utils import nvrtc
+
+    kernel = nvrtc.kernel(source, "even_odd", verbose=False)
+    for n in DIVERGENCE_SMALL if small else DIVERGENCE_LENGTHS:
+        label = f"n={n}"
+        print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
+        made = torch.randn(n, device="cuda")
+        if small:
+            x, y, outside = made, torch.empty(n, device="cuda"), (lambda: None)
+        else:
+            x = kernel_checks.poisoned(made, pad=64)
+            y, outside = kernel_checks.fenced(n, "cuda", pad=64)
+        kernel(x, y, n, grid=max(1, -(-n // DIVERGENCE_THREADS)), block=DIVERGENCE_THREADS)
+        torch.cuda.synchronize()
+        if where := outside():
+            return {"mismatch": f"{label}: the kernel wrote {where}", "hint": DIVERGENCE_HINT}
+        try:
+            compare(y, even_odd_reference(made), what=label, atol=1e-4, rtol=1e-4)
+        except Mismatch as wrong:
+            return {"mismatch": wrong.message, "hint": DIVERGENCE_HINT}
+    return {"ok": True}

@@ -41,11 +41,13 @@ from exercises.mutant_operators import OPERATORS, code_part
 
 # the exercises in which the student writes a kernel (or a piece of one)
 KERNEL_EXERCISES = ("02.reverse", "02.silu_mul", "03.silu", "03.transpose", "03.warp_sum",
+                    "04.divergence",
                     "05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity", "07.promote",
                     "08.online_step", "08.attend_block", "08.key_range", "08.backward_dkdv",
                     "A2.add", "A2.add_blocks", "A2.outer", "A2.outer_blocks", "A2.row_sum",
                     "A2.long_sum", "A2.col_sum", "A2.softmax", "A2.long_softmax", "A2.matvec",
-                    "A2.dot", "A2.attention", "A3.backward", "A4.transpose")
+                    "A2.dot", "A2.attention", "A3.backward", "A4.transpose",
+                    "A5.flip_rows", "A5.histogram")
 
 
 @dataclass(frozen=True)

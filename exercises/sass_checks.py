@@ -66,12 +66,14 @@ SHARED_STORES = ("STS", "LDGSTS", "STSM")  # LDGSTS: cp.async writes shared memo
 SHARED_LOADS = ("LDS", "LDSM")
 
 
-def _events(sass: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
-    """(address, "S" store / "L" load / "B" barrier) in program order, and the loops as
-    (first address, address of the branch back)."""
+def events(sass: str, kinds: dict[str, str]) -> tuple[list[tuple[int, str]],
+                                                    list[tuple[int, int]]]:
+    """(address, kind) of the instructions of ``sass`` whose opcode ``kinds`` names
+    (``{"STS": "S", "LDS": "L", ...}``; a block barrier, BAR.SYNC, is always "B"), in program
+    order, and the loops as (first address, address of the branch back)."""
     labels: dict[str, int] = {}
     pending: list[str] = []
-    events, branches = [], []
+    found, branches = [], []
     for line in sass.splitlines():
         if label := _LABEL.match(line):
             pending.append(label.group(1))
@@ -83,19 +85,23 @@ def _events(sass: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
         for name in pending:
             labels[name] = addr
         pending = []
-        if op in SHARED_STORES:
-            events.append((addr, "S"))
-        elif op in SHARED_LOADS:
-            events.append((addr, "L"))
+        if op in kinds:
+            found.append((addr, kinds[op]))
         elif op == "BAR" and ".SYNC" in mods:
-            events.append((addr, "B"))
+            found.append((addr, "B"))
         elif op == "BRA":
             target = re.search(r"\(?(\.L_x_\d+)\)?|0x([0-9a-f]+)", m.group("rest"))
             if target:
                 branches.append((addr, target.group(1) or int(target.group(2), 16)))
     loops = [(labels.get(t, t) if isinstance(t, str) else t, addr) for addr, t in branches]
-    return events, [(start, end) for start, end in loops if isinstance(start, int)
-                    and start <= end]
+    return found, [(start, end) for start, end in loops if isinstance(start, int)
+                   and start <= end]
+
+
+def _events(sass: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+    """(address, "S" store / "L" load / "B" barrier) of shared memory in program order, and the
+    loops (:func:`events`)."""
+    return events(sass, {**dict.fromkeys(SHARED_STORES, "S"), **dict.fromkeys(SHARED_LOADS, "L")})
 
 
 def _unbarriered(sequence: list[str]) -> str | None:

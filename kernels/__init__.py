@@ -14,7 +14,9 @@ import course_utils.env  # noqa: F401  isort: skip
 from kernels import (  # noqa: F401
     add,
     attention,
+    first_kernels,
     gelu,
+    histogram,
     matmul,
     rmsnorm,
     row_sum,

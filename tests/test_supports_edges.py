@@ -186,7 +186,23 @@ def _rmsnorm_edges(dtype, device) -> Iterator[Edge]:
     yield "eps = 0, 9x37", (x, w, 0.0)
 
 
+def _histogram_edges(dtype, device) -> Iterator[Edge]:
+    def values(n: int, low: int, high: int) -> torch.Tensor:
+        return torch.randint(low, high, (n,), device=device, dtype=dtype)
+
+    yield "one element", (values(1, 0, 5), 5)
+    yield "empty", (values(0, 0, 5), 5)
+    yield "ragged 1031, 7 bins", (values(1031, 0, 7), 7)
+    yield "one bin", (values(300, 0, 1), 1)
+    yield "every value out of range", (values(500, -50, 0), 10)
+    yield "every value in one bin", (torch.full((5000,), 3, device=device, dtype=dtype), 4)
+    yield "more bins than shared memory holds", (values(999, 0, 20000), 20000)
+    yield "misaligned x[1:] 333", (_one_element_on(values(333, 0, 9)), 9)
+    yield "non-contiguous x 333", (_every_other(values(333, 0, 9)), 9)
+
+
 EDGES: dict[str, Callable[[torch.dtype, str], Iterator[Edge]]] = {
+    "histogram": _histogram_edges,
     "add": _add_edges, "gelu": _gelu_edges, "row_sum": _rows_edges, "softmax": _rows_edges,
     "rmsnorm": _rmsnorm_edges,
     "strided_copy": _strided_copy_edges, "matmul": _matmul_edges,

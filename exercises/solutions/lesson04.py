@@ -77,3 +77,34 @@ WRONG["04.occupancy"] = {
     # no cap of 32 blocks
     "no block slots": _occupancy("SHARED // per_block, MAX_BLOCKS)", "SHARED // per_block)"),
 }
+
+# 04.divergence: each pair of warps shares 64 elements, the first taking the even ones
+_DIVERGENCE = '''
+ELEMENT_OF = r"""
+__host__ __device__ constexpr long long element_of(long long t) {
+    return 64 * (t / 64) + 2 * (t % 32) + (t / 32) % 2;
+}
+"""
+'''
+SOLUTIONS["04.divergence"] = _DIVERGENCE
+
+
+def _map(expression: str) -> str:
+    return _DIVERGENCE.replace("64 * (t / 64) + 2 * (t % 32) + (t / 32) % 2", expression)
+
+
+WRONG["04.divergence"] = {
+    # neighbouring threads swapped: every element once, but the parity still follows the lane
+    "pairs swapped": _map("t ^ 1"),
+    # the parity taken from the lane instead of the warp: elements taken twice, others never
+    "lane parity": _map("64 * (t / 64) + 2 * (t % 32) + t % 2"),
+    # even elements only: a warp of one parity, but the odd elements are never computed
+    "evens only": _map("2 * t"),
+    # the warp's parity from the warp index, but its lanes on the wrong 32 elements: elements
+    # of the other half of each 64 are taken twice, others never
+    "pair base from the warp": _map("32 * (t / 32) + 2 * (t % 32) % 32 + (t / 32) % 2"),
+    # odd warps start one element late and run past their 64: the last one takes element 64
+    "odd warps shifted": _map("64 * (t / 64) + 2 * (t % 32) + (t / 32) % 2 + (t / 32) % 2"),
+    # a warp per parity but its lanes 64 elements apart: one element per 256-byte span
+    "lanes spread out": _map("256 * (t / 256) + 8 * (t % 32) + (t % 256) / 32"),
+}
