@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from kernels.model.config import ModelConfig, Providers
-from kernels.registry import Kernel, KernelNotSupported, get_kernel
+from kernels.registry import OPS, Kernel, KernelNotSupported, get_kernel
 
 _NAME = re.compile(r"^(?P<provider>[^\[\]]+)(?:\[(?P<variant>[^\[\]]+)\])?$")
 
@@ -70,18 +70,29 @@ def _tiny(args: tuple) -> tuple:
 
 
 def backward_reason(kernel: Kernel, args: tuple) -> str | None:
-    """Why ``kernel`` cannot serve a training step on ``args`` (it gives no gradient), or None."""
+    """Why ``kernel`` cannot serve a training step on ``args`` (a gradient does not reach one of
+    its inputs), or None. A kernel that names its backward in ``meta["backward"]`` is taken at
+    its word; any other runs once on a few rows, and the gradient of its output must reach every
+    tensor input (naive attention's Triton softmax has no backward: its output still has a
+    ``grad_fn``, from the last matmul, but no gradient reaches q or k)."""
     if kernel.meta.get("backward"):
         return None
     tiny = _tiny(args)
+    inputs = [t for t in tiny if isinstance(t, torch.Tensor)]
     try:
         with torch.enable_grad():
             out = kernel(*tiny)
+            grads = (torch.autograd.grad(out.sum(), inputs, allow_unused=True)
+                     if isinstance(out, torch.Tensor) and out.grad_fn is not None
+                     else [None] * len(inputs))
     except KernelNotSupported as err:
         return str(err)
-    if not isinstance(out, torch.Tensor) or out.grad_fn is None:
-        return (f"{kernel.name} returns no gradient (no backward is registered with it), and "
-                "a training step needs one")
+    names = OPS[kernel.op].arg_names  # tensors first in every op: x, weight; q, k, v; x
+    missing = [name for name, t, g in zip(names, tiny, grads, strict=False)
+               if isinstance(t, torch.Tensor) and g is None]
+    if missing:
+        return (f"no gradient reaches {', '.join(missing)} (it registers no backward), and a "
+                "training step needs one")
     return None
 
 

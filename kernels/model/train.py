@@ -7,7 +7,7 @@ on every machine, so two runs differ only by their kernels.
 
 **Precisions** (:data:`PRECISIONS`), the ways a step can use bf16:
 
-* ``fp32`` / ``fp64``: everything in that dtype (fp64: what the tests compare against);
+* ``fp32``: everything in fp32 (what the tests compare the kernels in);
 * ``bf16-autocast``: fp32 weights, ``torch.autocast`` runs the matmuls (and what they feed:
   attention, the activation) in bf16; the residual stream and the norms stay fp32;
 * ``bf16-master``: the weights themselves in bf16 (half the memory, every kernel in bf16) and an
@@ -28,7 +28,7 @@ import torch
 
 from kernels.model.transformer import Transformer
 
-PRECISIONS = ("fp32", "fp64", "bf16-autocast", "bf16-master")
+PRECISIONS = ("fp32", "bf16-autocast", "bf16-master")
 LR = 3e-3  # the tiny model's; GPT-2 small trains at 6e-4 (kernels/model/bench.py)
 BRANCHING = 4  # likely successors of each token
 
@@ -69,8 +69,7 @@ class Trainer:
             raise ValueError(f"precision expected one of {', '.join(PRECISIONS)}, "
                              f"got {precision!r}")
         self.model, self.precision = model, precision
-        weights = {"fp64": torch.float64, "bf16-master": torch.bfloat16}.get(precision,
-                                                                           torch.float32)
+        weights = torch.bfloat16 if precision == "bf16-master" else torch.float32
         model.to(weights)
         params = list(model.parameters())
         # the fp32 copy AdamW updates (bf16-master); otherwise it steps the weights themselves
@@ -89,7 +88,7 @@ class Trainer:
     @property
     def compute_dtype(self) -> torch.dtype:
         """The dtype the matmuls, attention and activation see."""
-        return {"fp32": torch.float32, "fp64": torch.float64}.get(self.precision, torch.bfloat16)
+        return torch.float32 if self.precision == "fp32" else torch.bfloat16
 
     def autocast(self):
         if self.precision != "bf16-autocast":
