@@ -64,6 +64,3 @@ WRONG = {
     },
 }
 
-_CAST = ("autograd casts a gradient to its input's dtype itself: float32 gradients of bf16 "
-         "inputs arrive as bf16 either way")
-EQUIVALENT = {"10.swap": {}}
