@@ -62,7 +62,9 @@ HOPPER_WHAT = re.compile(r"^bf16 (?P<step>step\d|Triton|05 mma\.sync)[^^]* (?P<n
 WHERE = {SWEEP_LESSON: "kernels/matmul/bench.py", SOFTMAX_LESSON: "kernels/softmax/bench.py",
          GELU_LESSON: "kernels/gelu/bench.py", MMA_LESSON: "kernels/matmul/bench_mma.py",
          BYO_LESSON: "kernels/matmul/fp64/bench.py", HOPPER_LESSON:
-         "kernels/matmul/hopper/bench.py", bench_steps.LESSON: "kernels/matmul/bench_steps.py"}
+         "kernels/matmul/hopper/bench.py", bench_steps.LESSON: "kernels/matmul/bench_steps.py",
+         # lesson 10's records are whole training steps (ms, MiB, loss): no point on the roofline
+         "10_kernels_in_a_model": "kernels/model/bench.py"}
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ def staircases() -> dict[str, set[int]]:
 
 # -- references -----------------------------------------------------------------------------------
 
-NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 10" is caught, not skipped
+NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 11" is caught, not skipped
 # one number, a range (1–3, 1-3, 4 to 8) or a list that ends in "and"/"or" (2, 3 and 4)
 NUMS = (r"\d+(?:\s*(?:–|-|to)\s*\d+\b|(?:,\s\d+)*,?\s(?:and|or)\s\d+\b(?![.,]\d))?"
         r"(?![\w.]\d|[a-z]|-[a-z])")  # not "5b" (a section of hopper.cuh), not "8-row"
@@ -363,7 +363,7 @@ def _xfail_if_rewritten(key: str):
 def test_the_reference_checker_finds_broken_references():
     assert problems_in("As lesson 06, section 3 shows; see lessons 05–07 and appendix A1.",
                        "t", "01") == []
-    broken = problems_in("See lesson 10, lesson 06's section 9, section 12 of lesson 05, "
+    broken = problems_in("See lesson 11, lesson 06's section 9, section 12 of lesson 05, "
                          "steps 4 to 7, and step 6 of lesson 07.", "t", "07")
     assert len(broken) == 5, broken
     assert problems_in("section 5b of hopper.cuh, which steps 8-row atoms", "t", "07") == []

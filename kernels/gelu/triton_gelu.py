@@ -4,6 +4,13 @@
 
 The last form needs one ``exp`` and never divides inf by inf: for u → -inf, exp(-2u) → inf and
 x / inf → 0; for u → +inf, exp(-2u) → 0 and the result is x. No NaN for large |x|.
+
+It is differentiable too (lesson 10 trains a model with it): with ``s = sigmoid(2u)``,
+
+    gelu'(x) = s + x · 2·s·(1 - s) · √(2/π)(1 + 3·0.044715·x²)
+
+one more elementwise kernel (:func:`gelu_bwd_kernel`) that reads x and dy and writes dx; the
+forward saves x, nothing else.
 """
 
 import numpy as np
@@ -45,18 +52,68 @@ def triton_device_check(*tensors: torch.Tensor) -> str | None:
 
 
 @register("gelu", "triton", dtypes=FLOAT_DTYPES, needs=("triton",), check=triton_device_check,
-          meta={"block": BLOCK, "num_warps": NUM_WARPS})
+          meta={"block": BLOCK, "num_warps": NUM_WARPS, "backward": "triton"})
 def gelu_triton(x: torch.Tensor) -> torch.Tensor:
     """Triton: one program per BLOCK elements, float32 in registers."""
+    # autograd only when a gradient is wanted (a training step); inference keeps no graph
+    if torch.is_grad_enabled() and x.requires_grad:
+        return GeLUFunction.apply(x)
+    return forward(x)
+
+
+def _launch(kernel, n: int, *tensors) -> None:
+    """One program per BLOCK elements (bigger blocks under the interpreter)."""
+    if env.TRITON_INTERPRET:
+        # NumPy warns when exp(-2u) overflows to inf; that inf is intended (x / inf = 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            kernel[(triton.cdiv(n, INTERPRETER_BLOCK),)](*tensors, n, BLOCK=INTERPRETER_BLOCK)
+    else:
+        kernel[(triton.cdiv(n, BLOCK),)](*tensors, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+
+
+def forward(x: torch.Tensor) -> torch.Tensor:
+    """gelu(x) by :func:`gelu_kernel`, in x's dtype."""
     x = x.contiguous()  # flat offsets need a dense layout (a copy only for strided views)
     y = torch.empty_like(x)
     n = x.numel()
-    if n == 0:
-        return y
-    if env.TRITON_INTERPRET:
-        # NumPy warns when exp(-2u) overflows to inf; that inf is intended (x / inf = 0)
-        with np.errstate(over="ignore"):
-            gelu_kernel[(triton.cdiv(n, INTERPRETER_BLOCK),)](x, y, n, BLOCK=INTERPRETER_BLOCK)
-    else:
-        gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+    if n:
+        _launch(gelu_kernel, n, x, y)
     return y
+
+
+@triton.jit
+def gelu_bwd_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    dy = tl.load(dy_ptr + offsets, mask=mask).to(tl.float32)
+    inner = 1.0 + 0.044715 * 3.0 * x * x
+    s = 1.0 / (1.0 + tl.exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    ds = 2.0 * s * (1.0 - s)  # d sigmoid(2u) / du
+    # far from 0, ds is exactly 0 while x·inner may be inf (bf16 |x| > 1e13): 0·inf would be NaN
+    slope = tl.where(ds == 0.0, 0.0, x * ds * 0.7978845608028654 * inner)
+    tl.store(dx_ptr + offsets, (dy * (s + slope)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx = dy · gelu'(x) by :func:`gelu_bwd_kernel`, in x's dtype (fp32 in registers)."""
+    x, dy = x.contiguous(), dy.contiguous()
+    dx = torch.empty_like(x)
+    if x.numel():
+        _launch(gelu_bwd_kernel, x.numel(), x, dy, dx)
+    return dx
+
+
+class GeLUFunction(torch.autograd.Function):
+    """The two kernels as one differentiable op: the forward saves x (the input), nothing more."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return forward(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        return backward(x, dy)

@@ -1,0 +1,318 @@
+"""Lesson 10's benchmark: one training step of the whole model, end to end.
+
+    python -m course bench model        # on a GPU: GPT-2 small, bf16 autocast, S = 1024 and 4096
+
+For each configuration (:data:`CONFIGS`: eager, ``torch.compile`` of the eager model, then the
+course's kernels swapped in one at a time until all run) it builds the same model from the same
+seed and measures, in one run:
+
+* the step's time (forward, backward, AdamW; the median of CUDA-event-timed steps), with eager's
+  as the peer;
+* its peak memory (``torch.cuda.max_memory_allocated`` over one step: weights, gradients,
+  optimizer state and activations), with eager's as the peer, and the bytes of (S, S) tensors the
+  eager step saves for its backward (measured by a hook, :func:`breakdown.saved_square_bytes`);
+* where the time goes (:func:`breakdown.by_category` of a profile, and the launch gaps);
+* the loss of :data:`LOSS_STEPS` steps from one seed and data, eager and all course kernels.
+
+A configuration whose kernels cannot run here is skipped with the registry's reason (a
+:class:`~course_utils.results.Note` says which and why). On a CPU (no GPU) it runs the tiny model
+in fp32 (the Triton kernels in their interpreter, which computes bf16 wrongly): a check that the
+benchmark works, not a measurement of anything a GPU does.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+from course_utils import env, results, timing
+from course_utils.plots import stamped_table
+from kernels.model import breakdown
+from kernels.model.config import COURSE, EAGER, GPT2_SMALL, STEPS, TINY, ModelConfig, Providers
+from kernels.model.train import Trainer, batch
+from kernels.model.transformer import Transformer
+from kernels.registry import KernelNotSupported
+
+LESSON = "10_kernels_in_a_model"
+RECORDED = "nvidia-h100-80gb-hbm3"  # whose committed records a CPU run shows
+GPU_SHAPES = ((1024, 8), (4096, 2))  # (sequence, batch): 8192 tokens a step each
+CPU_SHAPES = ((16, 2),)
+GPU_LR, SEED = 6e-4, 0  # GPT-2 small's learning rate
+LOSS_STEPS, LOSS_EVERY, LOSS_TAIL = 200, 20, 10  # the loss compared: the mean of the last 10
+CPU_LOSS_STEPS = 12  # (4 with --quick)
+TARGET_LOSS = 0.01  # all course kernels within 1% of eager's loss after LOSS_STEPS steps
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str  # in the records' names
+    label: str  # in tables and figures
+    providers: Providers
+    compiled: bool = False
+
+
+CONFIGS = (Config("eager", "eager", EAGER),
+           Config("compile", "torch.compile (eager model)", EAGER, compiled=True),
+           Config("+attention", "+ attention", STEPS["+ attention"]),
+           Config("+norm", "+ norm", STEPS["+ norm"]),
+           Config("all-course", "+ activation (all course kernels)", COURSE))
+BY_KEY = {c.key: c for c in CONFIGS}
+
+
+def setting(device: str | None = None) -> tuple[ModelConfig, str, tuple, float]:
+    """(model, precision, (seq, batch) shapes, learning rate) for ``device``."""
+    if (device or env.DEFAULT_DEVICE) == "cuda" and not env.TRITON_INTERPRET:
+        return GPT2_SMALL, "bf16-autocast", GPU_SHAPES, GPU_LR
+    return TINY, "fp32", CPU_SHAPES, 3e-3
+
+
+def trainer(config: Config, model_config: ModelConfig, precision: str, seq: int, batch_size: int,
+            device: str, lr: float) -> Trainer | str:
+    """A fresh model of seed :data:`SEED` with ``config``'s kernels, in a Trainer; or the reason
+    it cannot run here (the registry's words)."""
+    if config.compiled and (why := env.unmet("compile")):
+        return "torch.compile: " + "; ".join(why)
+    model = Transformer(model_config, seed=SEED).to(device)
+    probe = Trainer(model, precision, lr=lr, compiled=config.compiled)
+    norm_dtype = next(model.parameters()).dtype
+    try:
+        model.use(config.providers, batch=batch_size, seq=seq, dtype=probe.compute_dtype,
+                  norm_dtype=norm_dtype)
+    except KernelNotSupported as why:
+        return str(why)
+    return probe
+
+
+def _tag(precision: str, seq: int, batch_size: int) -> str:
+    return f"{precision} S={seq} B={batch_size}"
+
+
+def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
+            batch_size: int, device: str, lr: float, min_time_s: float = 1.0) -> dict:
+    """One configuration at one shape: ``{"ms", "peak MiB", "parts" (ms per part), "gaps ms"}``
+    or ``{"skipped": reason}``."""
+    found = trainer(config, model_config, precision, seq, batch_size, device, lr)
+    if isinstance(found, str):
+        return {"skipped": found}
+    tokens, targets = batch(model_config.vocab, batch_size, seq, 0, SEED, device)
+    # (on a CPU the interpreter takes a second a step: a few steps are enough to check the path)
+    step = timing.benchmark(found.step, tokens, targets, name=f"step {config.key}",
+                            min_time_s=min_time_s, warmup=3 if device == "cuda" else 1,
+                            reps=None if device == "cuda" else 3, device=device)
+    row = {"ms": step.median}
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        found.step(tokens, targets)
+        torch.cuda.synchronize()
+        row["peak MiB"] = torch.cuda.max_memory_allocated() / 2**20
+    row["parts"], row["gaps ms"] = {}, None
+    # the interpreter's kernels are Python, not ATen ops: a CPU profile sees only PyTorch's
+    # (and records every Python call of the interpreter); so only the GPU's, or eager's
+    if device == "cuda" or config.providers == EAGER:
+        from course_utils.profiling import profile
+
+        prof = profile(found.step, tokens, targets, name=f"10_step_{config.key}_S{seq}",
+                       show=False, reps=2, warmup=1, device=device)
+        row["parts"] = breakdown.by_category(prof)
+        row["gaps ms"] = breakdown.launch_gaps(step.median, prof) if device == "cuda" else None
+    if config.key == "eager":
+        row["S×S MiB"] = breakdown.saved_square_bytes(found, tokens, targets) / 2**20
+    del found
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def loss_curves(model_config: ModelConfig, precision: str, seq: int, batch_size: int,
+                device: str, lr: float, steps: int, keys=("eager", "all-course")
+                ) -> dict[str, list[float] | str]:
+    """``{key: [loss of each step]}`` from the same seed and data (a reason where it cannot run)."""
+    curves = {}
+    for key in keys:
+        found = trainer(BY_KEY[key], model_config, precision, seq, batch_size, device, lr)
+        if isinstance(found, str):
+            curves[key] = found
+            continue
+        losses = []
+        for i in range(steps):
+            tokens, targets = batch(model_config.vocab, batch_size, seq, i, SEED, device)
+            losses.append(found.step(tokens, targets))
+        curves[key] = [float(x) for x in losses]
+    return curves
+
+
+def final_loss(curve: list[float]) -> float:
+    """The loss a run ends at: the mean of its last :data:`LOSS_TAIL` steps (one step's loss
+    depends on its batch)."""
+    return statistics.fmean(curve[-LOSS_TAIL:])
+
+
+def run(quick: bool = False) -> list[results.Record | results.Note]:
+    device = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
+    model_config, precision, shapes, lr = setting(device)
+    if quick:
+        shapes = shapes[:1]
+    records: list[results.Record | results.Note] = []
+    table, skipped = [], {}
+    for seq, batch_size in shapes:
+        tag = _tag(precision, seq, batch_size)
+        rows = {}
+        for config in CONFIGS:
+            if config.compiled and quick and device == "cpu":
+                skipped[config.label] = "--quick on a CPU: compiling takes longer than the run"
+                continue
+            rows[config.key] = measure(config, model_config, precision, seq, batch_size,
+                                       device, lr, min_time_s=0.2 if quick else 1.0)
+        eager = rows["eager"]
+        for key, row in rows.items():
+            if "skipped" in row:
+                skipped[BY_KEY[key].label] = row["skipped"]
+                continue
+            table.append({"config": BY_KEY[key].label, "S": seq, "B": batch_size,
+                          "step ms": row["ms"], "vs eager": eager.get("ms", 0) / row["ms"],
+                          "peak MiB": row.get("peak MiB"),
+                          **{p: ms for p, ms in row["parts"].items()},
+                          "gaps ms": row["gaps ms"]})
+            records += _records(key, row, eager, tag)
+    steps = LOSS_STEPS if device == "cuda" else CPU_LOSS_STEPS // (3 if quick else 1)
+    seq, batch_size = shapes[0]
+    curves = loss_curves(model_config, precision, seq, batch_size, device, lr, steps)
+    records += _loss_records(curves, _tag(precision, seq, batch_size))
+    skipped.update({BY_KEY[k].label: why for k, why in curves.items() if isinstance(why, str)})
+    print(stamped_table(table, title=f"One training step of {_name(model_config)}, {precision} "
+                                     "(forward, backward, AdamW): ms and where it goes"))
+    for line in verdicts([r for r in records if isinstance(r, results.Record)]):
+        print(line)
+    if skipped:
+        text = "Skipped here: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
+        print(text)
+        records.append(results.Note(LESSON, text))
+    return records
+
+
+def _name(model_config: ModelConfig) -> str:
+    return "GPT-2 small" if model_config == GPT2_SMALL else "the tiny model"
+
+
+def _records(key: str, row: dict, eager: dict, tag: str) -> list[results.Record]:
+    found = [results.Record(LESSON, f"step {key} {tag}", round(row["ms"], 3), "ms",
+                            peer=round(eager["ms"], 3), peer_what="eager step, same run")]
+    if row.get("peak MiB") is not None:
+        found.append(results.Record(LESSON, f"peak memory {key} {tag}", round(row["peak MiB"], 1),
+                                    "MiB", peer=round(eager["peak MiB"], 1),
+                                    peer_what="eager step's peak, same run"))
+    if row.get("S×S MiB") is not None:
+        found.append(results.Record(LESSON, f"saved S×S tensors {key} {tag}",
+                                    round(row["S×S MiB"], 3), "MiB"))
+    for part, ms in row["parts"].items():
+        found.append(results.Record(LESSON, f"profile {key} {part} {tag}", round(ms, 4), "ms"))
+    if row["gaps ms"] is not None:
+        found.append(results.Record(LESSON, f"profile {key} launch gaps {tag}",
+                                    round(row["gaps ms"], 4), "ms"))
+    return found
+
+
+def _loss_records(curves: dict, tag: str) -> list[results.Record]:
+    found = []
+    eager = curves.get("eager")
+    for key, curve in curves.items():
+        if isinstance(curve, str):
+            continue
+        for i in range(LOSS_EVERY, len(curve) + 1, LOSS_EVERY):
+            found.append(results.Record(LESSON, f"loss {key} step={i} {tag}",
+                                        round(curve[i - 1], 5), "loss"))
+        peer = {} if isinstance(eager, str) or eager is None else {
+            "peer": round(final_loss(eager), 5), "peer_what": "eager, same seed and data"}
+        found.append(results.Record(LESSON, f"final loss {key} after {len(curve)} steps {tag}",
+                                    round(final_loss(curve), 5), "loss", **peer))
+    return found
+
+
+# -- reading the records ------------------------------------------------------------------------
+
+
+def _field(what: str, name: str) -> str:
+    return what.split(f" {name}=")[1].split()[0]
+
+
+def step_times(records: list[results.Record]) -> dict[int, dict[str, float]]:
+    """``{S: {config key: step ms}}`` from the records."""
+    found: dict[int, dict[str, float]] = {}
+    for r in records:
+        if r.what.startswith("step ") and r.unit == "ms":
+            found.setdefault(int(_field(r.what, "S")), {})[r.what.split()[1]] = r.value
+    return found
+
+
+def parts(records: list[results.Record], key: str, seq: int) -> dict[str, float]:
+    """``{part: ms}`` of configuration ``key``'s profile at sequence ``seq`` (launch gaps
+    included where recorded)."""
+    found = {}
+    for r in records:
+        if r.what.startswith(f"profile {key} ") and int(_field(r.what, "S")) == seq:
+            found[r.what.removeprefix(f"profile {key} ").split(" ", 1)[0]
+                  if "launch gaps" not in r.what else "launch gaps"] = r.value
+    return found
+
+
+def loss_curves_from(records: list[results.Record]) -> dict[str, dict[int, float]]:
+    """``{config key: {step: loss}}`` from the recorded loss points."""
+    found: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r.what.startswith("loss ") and " step=" in r.what:
+            found.setdefault(r.what.split()[1], {})[int(_field(r.what, "step"))] = r.value
+    return found
+
+
+def verdicts(records: list[results.Record]) -> list[str]:
+    """The issue's targets read from ``records``, one line each."""
+    lines = []
+    times = step_times(records)
+    for seq, by_key in sorted(times.items()):
+        course, compiled, eager = (by_key.get(k) for k in ("all-course", "compile", "eager"))
+        if course and compiled:
+            lines.append(timing.verdict(f"S={seq}: all course kernels ≥ 1.0× torch.compile",
+                                        f"{compiled / course:.2f}×", compiled >= course,
+                                        "step times, same run"))
+        if course and eager and seq >= 4096:
+            lines.append(timing.verdict(f"S={seq}: all course kernels ≥ 1.3× eager",
+                                        f"{eager / course:.2f}×", eager >= 1.3 * course,
+                                        "step times, same run"))
+    peaks = {(r.what.split()[2], int(_field(r.what, "S"))): r.value for r in records
+             if r.what.startswith("peak memory ")}
+    squares = {int(_field(r.what, "S")): r.value for r in records
+               if r.what.startswith("saved S×S tensors eager ")}
+    for seq, square in sorted(squares.items()):
+        course, eager = peaks.get(("all-course", seq)), peaks.get(("eager", seq))
+        if course is not None and eager is not None and seq >= 4096:
+            lines.append(timing.verdict(
+                f"S={seq}: peak ≤ eager's minus its saved S×S tensors ({eager:,.0f} − "
+                f"{square:,.0f} = {eager - square:,.0f} MiB)", f"{course:,.0f} MiB",
+                course <= eager - square, "measured, same run"))
+    finals = {r.what.split()[2]: r for r in records if r.what.startswith("final loss ")}
+    if "all-course" in finals and finals["all-course"].peer:
+        r = finals["all-course"]
+        gap = abs(r.value - r.peer) / r.peer
+        run = r.what.split(" after ")[1]
+        lines.append(timing.verdict(f"loss within {TARGET_LOSS:.0%} of eager's ({run})",
+                                    f"{gap:.2%} apart ({r.value:.4f} vs {r.peer:.4f})",
+                                    gap <= TARGET_LOSS, "same seed and data"))
+    return lines
+
+
+def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
+    """(environment line, lesson 10's records) from ``docs/results/<slug>.json``;
+    FileNotFoundError when that GPU has not run ``make bench`` for this lesson yet."""
+    path = env.RESULTS_DIR / f"{slug}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"records": []}
+    found = [results.Record(**r) for r in data["records"] if r["lesson"] == LESSON]
+    if not found:
+        raise FileNotFoundError(f"no lesson 10 records for {slug} in {env.RESULTS_DIR}: "
+                                "`python -m course bench model` on that GPU writes them")
+    environment = data.get("environments", {}).get(LESSON, data["environment"])
+    line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))
+    return f"{line} · git {environment.get('git')}", found
