@@ -59,6 +59,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import pkgutil
 import sys
 import textwrap
@@ -191,8 +192,10 @@ def load_cell(source: str, label: str = "cell") -> dict:
     of its functions) and return its names."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = env.var_dir("exercises") / f"{label.replace('.', '_')}_{digest}.py"
-    if not path.exists():
-        path.write_text(source)
+    if not path.exists():  # written whole, then renamed: another process never reads half
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(source)
+        os.replace(partial, path)
     spec = importlib.util.spec_from_file_location(f"_exercise_cell_{digest}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -78,11 +78,12 @@ def _exact(x, weight, dy):
 def _op_level(kernel) -> str:
     """The registered kernel's gradients against float64 autograd; the report line."""
     shapes = ((1, 1), (7, 33), (3, 781), (16, 64))
+    device = env.DEFAULT_DEVICE  # (compiled Triton on a GPU takes only GPU tensors)
     for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 3e-2)):
         for rows, cols in shapes:
-            x = torch.randn(rows, cols).to(dtype).requires_grad_()
-            weight = (1 + 0.5 * torch.randn(cols)).to(dtype).requires_grad_()
-            dy = torch.randn(rows, cols).to(dtype)
+            x = torch.randn(rows, cols, device=device).to(dtype).requires_grad_()
+            weight = (1 + 0.5 * torch.randn(cols, device=device)).to(dtype).requires_grad_()
+            dy = torch.randn(rows, cols, device=device).to(dtype)
             with torch.enable_grad():
                 y = kernel(x, weight, EPS)
             dx, dweight = torch.autograd.grad(y, (x, weight), dy, allow_unused=True)
@@ -105,14 +106,15 @@ def _model_level(report) -> None:
     from kernels.registry import KernelNotSupported
 
     yours = Providers(norm=PROVIDER)
+    device = env.DEFAULT_DEVICE
     grads, first = {}, {}
     for name, providers in (("eager", EAGER), ("yours", yours)):
-        model = Transformer(TINY, seed=0)
+        model = Transformer(TINY, seed=0).to(device)
         try:
             model.use(providers, batch=2, seq=16)
         except KernelNotSupported as why:
             raise Mismatch(f"the model refuses your kernel: {why}", SWAP_HINT) from None
-        tokens, targets = batch(TINY.vocab, 2, 16, 0)
+        tokens, targets = batch(TINY.vocab, 2, 16, 0, device=device)
         loss = model.loss(tokens, targets)
         loss.backward()
         first[name] = loss.detach()
@@ -124,10 +126,11 @@ def _model_level(report) -> None:
                 rtol=1e-3, hint=SWAP_HINT)
     curves = {}
     for name, providers in (("eager", EAGER), ("yours", yours)):
-        model = Transformer(TINY, seed=0)
+        model = Transformer(TINY, seed=0).to(device)
         model.use(providers, batch=2, seq=16)
         trainer = Trainer(model)
-        curves[name] = [float(trainer.step(*batch(TINY.vocab, 2, 16, i))) for i in range(3)]
+        curves[name] = [float(trainer.step(*batch(TINY.vocab, 2, 16, i, device=device)))
+                        for i in range(3)]
     for i, (a, b) in enumerate(zip(curves["eager"], curves["yours"], strict=True)):
         expect(abs(a - b) <= 1e-4 * abs(a), f"after {i} training steps the loss is {b:.6f} with "
                f"your norm, {a:.6f} with eager's", SWAP_HINT)
