@@ -304,12 +304,26 @@ def _time_histogram(source: str, report) -> None:
     report.line(f"time on {n:,} values, {bins} bins: " + "; ".join(said))
 
 
+# Shared memory is not cleared between kernels: blocks of this one leave 7 in every word a block
+# may declare statically (48 KiB), so the next kernel's bins start from it unless it zeroes them
+# (after a fresh context they often read 0, and a kernel that zeroes too few bins would pass)
+DIRTY_SHARED = r"""
+extern "C" __global__ void dirty_shared() {
+    __shared__ int words[12288];
+    volatile int* v = words;  // volatile: stores no one reads must still happen
+    for (int i = threadIdx.x; i < 12288; i += blockDim.x) v[i] = 7;
+}
+"""
+
+
 def histogram_child(source: str, small: bool) -> dict:
     """The GPU child of A5.histogram (run by :func:`exercises.kernel_checks.run_child`; ``small``:
     exact allocations, for compute-sanitizer)."""
     from course_utils import nvrtc
 
     kernel = nvrtc.kernel(source, "histogram_shared", verbose=False)
+    dirty = nvrtc.kernel(DIRTY_SHARED, "dirty_shared", verbose=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     pad = 1024
     for n, bins, kind in HIST_SMALL if small else HIST_CASES:
         label = f"n={n}, {bins} bins, {kind} values"
@@ -335,6 +349,8 @@ def histogram_child(source: str, small: bool) -> dict:
                         + f" (counts has {bins} bins)"
                 return None
 
+        if not small:
+            dirty(grid=8 * sms, block=256)
         kernel(x, counts, n, bins, grid=hist_blocks(n), block=HIST_THREADS)
         torch.cuda.synchronize()
         if where := outside():
