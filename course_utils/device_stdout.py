@@ -2,7 +2,8 @@
 
 A kernel's ``printf`` formats each line into a fixed-size buffer in device memory (the
 context's ``CU_LIMIT_PRINTF_FIFO_SIZE``, :func:`printf_buffer_bytes`: 8 MiB in PyTorch's context
-on the course's H100, where CUDA's documentation names 1 MiB; when it fills, lines are lost). The driver copies the buffer out only at a synchronisation point: the next
+on the course's H100, where CUDA's documentation names 1 MiB; when it fills, lines are lost).
+The driver copies the buffer out only at a synchronisation point: the next
 ``cudaDeviceSynchronize`` (``torch.cuda.synchronize()``), a blocking copy such as ``.cpu()``, the
 next kernel launch on some drivers, or the end of the process. It writes it to the process's
 file descriptor 1, the C library's ``stdout``, not to Python's ``sys.stdout``:
