@@ -26,11 +26,11 @@ DEVICE = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
 CASES = {c.label: c for c in OPS["attention"].cases}
 
 
-def _check_grads(q, k, v, causal, atol, rtol):
+def _check_grads(q, k, v, causal, atol, rtol, window=None):
     do = torch.randn(q.shape, device=q.device).to(q.dtype)
-    got = autograd.gradients(autograd.attention, q, k, v, causal, do)
+    got = autograd.gradients(autograd.attention, q, k, v, causal, do, window)
     want = autograd.gradients(attention_eager, *(t.double() for t in (q, k, v)), causal,
-                              do.double())
+                              do.double(), window)
     for name in got:
         g, w = got[name], want[name]
         assert not g.isnan().any(), f"{name} has NaN"
@@ -40,8 +40,8 @@ def _check_grads(q, k, v, causal, atol, rtol):
 
 @pytest.mark.parametrize("label", list(CASES))
 def test_gradients_match_the_eager_reference_fp32(label):
-    q, k, v, causal = CASES[label].make(torch.float32, DEVICE)
-    _check_grads(q, k, v, causal, atol=1e-4, rtol=1e-4)
+    q, k, v, causal, *window = CASES[label].make(torch.float32, DEVICE)
+    _check_grads(q, k, v, causal, 1e-4, 1e-4, *window)
 
 
 @pytest.mark.parametrize("label", ["odd 1x2x130x128 causal", "cross 1x2x40x97x64 causal"])
@@ -73,6 +73,8 @@ def test_malformed_problems_raise_naming_the_operand():
     t = kernels.get_kernel("attention", "triton")
     q = torch.randn(1, 2, 8, 64)
     with pytest.raises(ValueError, match="k expected shape"):
+        t(q, torch.randn(2, 2, 8, 64), q)
+    with pytest.raises(ValueError, match="k expected a number of heads that divides q's 2"):
         t(q, torch.randn(1, 3, 8, 64), q)
     with pytest.raises(ValueError, match="v expected the shape of k"):
         t(q, q, torch.randn(1, 2, 9, 64))

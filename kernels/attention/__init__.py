@@ -1,9 +1,20 @@
 """Attention, ``softmax(Q Kᵀ · scale) V`` per batch and head: lesson 08.
 
 Shapes follow ``F.scaled_dot_product_attention``: ``q`` is ``(B, H, Sq, D)``, ``k`` and ``v``
-are ``(B, H, Sk, D)``, the output is ``(B, H, Sq, D)`` in the dtype of ``q``, and ``scale`` is
+are ``(B, H_kv, Sk, D)``, the output is ``(B, H, Sq, D)`` in the dtype of ``q``, and ``scale`` is
 ``1/sqrt(D)``. ``causal=True`` masks key ``j`` for query ``i`` when ``j > i`` (top-left aligned,
-as SDPA's ``is_causal``). A kernel is called ``kernel(q, k, v)`` or ``kernel(q, k, v, causal)``.
+as SDPA's ``is_causal``). A kernel is called ``kernel(q, k, v)``, ``kernel(q, k, v, causal)`` or
+``kernel(q, k, v, causal, window)``.
+
+The variants models use:
+
+* **grouped-query attention** (Llama, Mistral, Qwen): ``H`` a multiple of ``H_kv``, query head
+  ``h`` attends with K/V head ``h // (H // H_kv)`` (SDPA's ``enable_gqa=True``); ``H_kv = 1`` is
+  multi-query attention;
+* **a sliding window** (Mistral, Gemma's local layers): ``window=w`` with ``causal=True`` lets
+  query ``i`` see the ``w`` keys ``i - w < j <= i``, aligned top-left as ``causal`` is (query
+  ``i`` sits at key position ``i`` whatever ``Sk`` is). A query that sees no key (``Sq > Sk``,
+  ``i - w >= Sk - 1``) gets zeros, as it does when there are no keys at all.
 
 Naively it is three kernels and an ``Sq × Sk`` matrix in memory (``4·B·H·S²·D`` FLOPs on
 ``B·H·S²`` scores written and read back); fused, the scores never leave the chip and the bytes
@@ -19,13 +30,17 @@ from kernels.registry import Case, define_op, expect_tensor, register
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _validate(q, k, v, causal=False) -> None:
+def _validate(q, k, v, causal=False, window=None) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect_tensor("attention", name, t, ndim=4, floating=True)
     b, h, _, d = q.shape
-    if tuple(k.shape[:2]) != (b, h) or k.shape[3] != d:
-        raise ValueError(f"attention: k expected shape ({b}, {h}, Sk, {d}) to match q "
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"attention: k expected shape ({b}, H_kv, Sk, {d}) to match q "
                          f"{tuple(q.shape)}, got {tuple(k.shape)}")
+    if k.shape[1] == 0 or h % k.shape[1]:
+        raise ValueError(f"attention: k expected a number of heads that divides q's {h} "
+                         f"(grouped-query attention: each K/V head serves H / H_kv query heads), "
+                         f"got {k.shape[1]} heads, shape {tuple(k.shape)}")
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"attention: v expected the shape of k {tuple(k.shape)}, "
                          f"got {tuple(v.shape)}")
@@ -38,6 +53,13 @@ def _validate(q, k, v, causal=False) -> None:
                              f"got {t.device}")
     if not isinstance(causal, bool):
         raise ValueError(f"attention: causal expected True or False, got {causal!r}")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"attention: window expected None or a number of keys >= 1, "
+                             f"got {window!r}")
+        if not causal:
+            raise ValueError("attention: window expected causal=True (a sliding window looks "
+                             "back from each query: i - window < j <= i), got causal=False")
 
 
 def _qkv(b, h, sq, sk, d, scale=1.0, causal=False):
@@ -50,6 +72,15 @@ def _qkv(b, h, sq, sk, d, scale=1.0, causal=False):
     return make
 
 
+def _gqa(b, h, h_kv, sq, sk, d, causal=False, window=None):
+    # fresh q with h heads, k and v with h_kv; window: the fifth argument
+    def make(dtype, device):
+        q = torch.randn(b, h, sq, d, device=device).to(dtype)
+        k, v = (torch.randn(b, h_kv, sk, d, device=device).to(dtype) for _ in range(2))
+        return (q, k, v, causal) if window is None else (q, k, v, causal, window)
+    return make
+
+
 def _bshd(dtype, device):
     # (B, S, H, D) storage viewed as (B, H, S, D): the layout a projection writes
     q, k, v = (torch.randn(2, 70, 3, 64, device=device).to(dtype).transpose(1, 2)
@@ -59,7 +90,7 @@ def _bshd(dtype, device):
 
 define_op(
     "attention",
-    arg_names=("q", "k", "v", "causal"),
+    arg_names=("q", "k", "v", "causal", "window"),
     validate=_validate,
     reference="eager",
     dtypes=DTYPES,
@@ -72,6 +103,10 @@ define_op(
         Case("cross 1x2x40x97x64 causal", _qkv(1, 2, 40, 97, 64, causal=True)),
         Case("large scores 1x1x96x64", _qkv(1, 1, 96, 96, 64, scale=6.0)),
         Case("(B, S, H, D) strides 2x3x70x64", _bshd),
+        Case("GQA 2x8x70x64, 2 K/V heads", _gqa(2, 8, 2, 70, 70, 64)),
+        Case("GQA 1x4x40x97x32 causal, 1 K/V head", _gqa(1, 4, 1, 40, 97, 32, causal=True)),
+        Case("window 40 1x2x150x64", _gqa(1, 2, 2, 150, 150, 64, causal=True, window=40)),
+        Case("window 9 GQA 1x4x70x90x64", _gqa(1, 4, 2, 70, 90, 64, causal=True, window=9)),
     ),
     # a fused kernel sums the scores in another order (and rounds P to 16 bits before PV)
     tolerance={torch.float32: (2e-4, 2e-4), torch.float16: (4e-3, 4e-3),
@@ -80,16 +115,44 @@ define_op(
 )
 
 
+def visible(seq_q: int, seq_k: int, causal: bool, window: int | None = None,
+            device=None) -> torch.Tensor:
+    """(Sq, Sk) booleans: True where query i sees key j (the explicit mask SDPA can take)."""
+    i = torch.arange(seq_q, device=device)[:, None]
+    j = torch.arange(seq_k, device=device)[None, :]
+    seen = (j <= i) if causal else torch.ones(seq_q, seq_k, dtype=torch.bool, device=device)
+    if window is not None:
+        seen = seen & (j > i - window)
+    return seen
+
+
 @register("attention", "eager", dtypes=DTYPES)
 def attention_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                    causal: bool = False) -> torch.Tensor:
-    """softmax(Q Kᵀ / sqrt(D)) V in float32, as three operations: the reference."""
-    scores = (q.float() @ k.float().transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+                    causal: bool = False, window: int | None = None) -> torch.Tensor:
+    """softmax(Q Kᵀ / sqrt(D)) V in float32 (float64 for float64), as three operations: the
+    reference. K/V heads repeated for grouped-query attention."""
+    work = torch.promote_types(q.dtype, torch.float32)
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.to(work).repeat_interleave(group, dim=1) for t in (k, v))
+    scores = (q.to(work) @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
     if causal:
-        sq, sk = scores.shape[-2:]
-        scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-                                    .triu(1), float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ v.float()).to(q.dtype)
+        hidden = ~visible(*scores.shape[-2:], causal, window, q.device)
+        empty = hidden.all(-1, keepdim=True)  # a query that sees no key: output 0, no NaN
+        scores = scores.masked_fill(hidden & ~empty, float("-inf"))
+        return ((torch.softmax(scores, dim=-1) * ~empty) @ v).to(q.dtype)
+    return (torch.softmax(scores, dim=-1) @ v).to(q.dtype)
+
+
+def variant_reason(q: torch.Tensor, k: torch.Tensor, window: int | None, *, gqa: bool,
+                   windows: bool) -> str | None:
+    """The words of a provider that lacks grouped-query attention (``gqa=False``) or a sliding
+    window (``windows=False``), for a problem that needs it (None: it needs neither)."""
+    if not gqa and q.shape[1] != k.shape[1]:
+        return (f"one K/V head per query head (no grouped-query attention); got q with "
+                f"{q.shape[1]} heads, k with {k.shape[1]}")
+    if not windows and window is not None:
+        return f"no sliding window; got window = {window}"
+    return None
 
 
 # The providers register themselves on import (after the op is defined above).

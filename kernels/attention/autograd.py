@@ -14,36 +14,44 @@ from kernels.attention import triton_bwd, triton_fwd
 from kernels.registry import OPS, register
 
 
-def gradients(fn, q, k, v, causal: bool, do: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``{"O", "dQ", "dK", "dV"}`` of ``fn(q, k, v, causal)`` for the output gradient ``do``."""
+def gradients(fn, q, k, v, causal: bool, do: torch.Tensor,
+              window: int | None = None) -> dict[str, torch.Tensor]:
+    """``{"O", "dQ", "dK", "dV"}`` of ``fn(q, k, v, causal[, window])`` for the output gradient
+    ``do``."""
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out = fn(q, k, v, causal)
+    out = fn(q, k, v, causal) if window is None else fn(q, k, v, causal, window)
     out.backward(do)
     return {"O": out.detach(), "dQ": q.grad, "dK": k.grad, "dV": v.grad}
 
 
-def gradient_errors(q, k, v, causal: bool = False) -> dict[str, dict[str, float]]:
+def gradient_errors(q, k, v, causal: bool = False,
+                    window: int | None = None) -> dict[str, dict[str, float]]:
     """How far Triton's and SDPA's output and gradients are from float64 eager autograd:
     ``{"triton": {"O": err, "dQ": ...}, "sdpa": {...}}``, each the largest absolute error
     relative to the largest value (SDPA: its flash, memory-efficient or math backend)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from kernels.attention import attention_eager
+    from kernels.attention import attention_eager, visible
 
     do = torch.randn(q.shape, device=q.device).to(q.dtype)
-    exact = gradients(attention_eager, *(t.double() for t in (q, k, v)), causal, do.double())
+    exact = gradients(attention_eager, *(t.double() for t in (q, k, v)), causal, do.double(),
+                      window)
 
-    def sdpa(a, b, c, is_causal):
+    def sdpa(a, b, c, is_causal, window=None):
         # flash, memory-efficient or math, whichever takes the problem first (cuDNN would
-        # build a graph for every new shape: seconds, for the same answer)
+        # build a graph for every new shape: seconds, for the same answer); a window as an
+        # explicit mask, grouped K/V heads with enable_gqa
+        mask = None if window is None else visible(a.shape[2], b.shape[2], True, window, a.device)
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                           SDPBackend.MATH]):
-            return F.scaled_dot_product_attention(a, b, c, is_causal=is_causal)
+            return F.scaled_dot_product_attention(
+                a, b, c, attn_mask=mask, is_causal=is_causal and mask is None,
+                enable_gqa=a.shape[1] != b.shape[1])
 
     found = {}
     for name, fn in (("triton", attention), ("sdpa", sdpa)):
-        got = gradients(fn, q, k, v, causal, do)
+        got = gradients(fn, q, k, v, causal, do, window)
         found[name] = {key: ((got[key].double() - exact[key]).abs().max()
                              / exact[key].abs().max().clamp_min(1e-30)).item() for key in got}
     return found
@@ -51,36 +59,39 @@ def gradient_errors(q, k, v, causal: bool = False) -> dict[str, dict[str, float]
 
 class FlashAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal):
-        o, lse = triton_fwd.forward(q, k, v, causal)
+    def forward(ctx, q, k, v, causal, window):
+        o, lse = triton_fwd.forward(q, k, v, causal, window)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
+        ctx.causal, ctx.window = causal, window
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = triton_bwd.backward(q, k, v, o, lse, do, ctx.causal)
-        return dq, dk, dv, None
+        dq, dk, dv = triton_bwd.backward(q, k, v, o, lse, do, ctx.causal, ctx.window)
+        return dq, dk, dv, None, None
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              causal: bool = False) -> torch.Tensor:
-    """softmax(Q Kᵀ / √D) V with the Triton kernels, differentiable in q, k and v.
-    ValueError, in words, for a problem they cannot run."""
-    OPS["attention"].validate(q, k, v, causal)
-    if why := triton_fwd.reason(q, k, v, causal):
+              causal: bool = False, window: int | None = None) -> torch.Tensor:
+    """softmax(Q Kᵀ / √D) V with the Triton kernels, differentiable in q, k and v; k and v may
+    have fewer heads than q (grouped-query attention), ``window`` makes it local (with causal:
+    query i sees keys i - window < j <= i). ValueError, in words, for a problem they cannot
+    run."""
+    OPS["attention"].validate(q, k, v, causal, window)
+    if why := triton_fwd.reason(q, k, v, causal, window):
         raise ValueError(f"attention/triton: {why}")
-    return _attention(q, k, v, causal)
+    return _attention(q, k, v, causal, window)
 
 
-def _attention(q, k, v, causal=False):
+def _attention(q, k, v, causal=False, window=None):
     # (what the registry calls: it has asked the same questions already)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        return FlashAttention.apply(q, k, v, causal)
-    return triton_fwd.forward(q, k, v, causal)[0]  # inference: no graph, nothing saved
+        return FlashAttention.apply(q, k, v, causal, window)
+    return triton_fwd.forward(q, k, v, causal, window)[0]  # inference: nothing saved
 
 register("attention", "triton", fn=_attention, dtypes=triton_fwd.DTYPES, needs=("triton",),
          check=triton_fwd.reason,
-         meta={"fused": True, "head_dims": triton_fwd.HEAD_DIMS, "backward": "triton_bwd"},
+         meta={"fused": True, "head_dims": triton_fwd.HEAD_DIMS, "backward": "triton_bwd",
+               "gqa": True, "window": True},
          description="FlashAttention-2 in Triton, forward and backward (autograd)")

@@ -72,10 +72,10 @@ def check_matrix() -> None:
     section("SDPA backends without their reasons (what do they do on each case?)")
     for name in sdpa.BACKENDS:
         for case in OPS["attention"].cases:
-            q, k, v, causal = case.make(torch.bfloat16, "cuda")
+            args = case.make(torch.bfloat16, "cuda")
             try:
-                got = sdpa.attention(name, q, k, v, causal)
-                err = (got.float() - kernels.reference("attention")(q, k, v, causal).float())
+                got = sdpa.attention(name, *args)
+                err = (got.float() - kernels.reference("attention")(*args).float())
                 print(f"  {name:9s} {case.label:32s} max error {err.abs().max().item():.3g}")
             except Exception as err:
                 print(f"  {name:9s} {case.label:32s} raised {type(err).__name__}: "

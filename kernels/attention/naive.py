@@ -57,15 +57,15 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              causal: bool = False) -> torch.Tensor:
+              causal: bool = False, window: int | None = None) -> torch.Tensor:
     """The three kernels; ValueError, in words, for a problem they cannot run."""
-    OPS["attention"].validate(q, k, v, causal)
-    if why := reason(q, k, v, causal):
+    OPS["attention"].validate(q, k, v, causal, window)
+    if why := reason(q, k, v, causal, window):
         raise ValueError(f"attention/naive: {why}")
     return _attention(q, k, v, causal)
 
 
-def _attention(q, k, v, causal=False):  # (what the registry calls, having checked)
+def _attention(q, k, v, causal=False, window=None):  # (the registry's call, having checked)
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]
     if q.numel() == 0 or seq_k == 0:
@@ -85,9 +85,13 @@ def _attention(q, k, v, causal=False):  # (what the registry calls, having check
     return o.view(b, h, seq_q, d)
 
 
-def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> str | None:
+def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+           window: int | None = None) -> str | None:
+    from kernels.attention import variant_reason
     from kernels.gelu.triton_gelu import triton_device_check
 
+    if why := variant_reason(q, k, window, gqa=False, windows=False):
+        return why
     if why := triton_device_check(q):
         return why.replace("needs x", "needs q").replace("got x", "got q")
     if k.shape[2] > MAX_KEYS:

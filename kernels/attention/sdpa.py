@@ -25,20 +25,37 @@ DTYPES = {"flash": (torch.float16, torch.bfloat16), "cudnn": (torch.float16, tor
 MIN_CAPABILITY = {"flash": (8, 0), "cudnn": (8, 0), "efficient": (5, 0)}
 
 
+# grouped K/V heads (enable_gqa=True): PyTorch's flash and cuDNN checks accept them, the
+# memory-efficient backend's refuses them (sdp_utils.cpp, check_batch_size_and_num_heads_dense)
+GQA = {"flash": True, "cudnn": True, "efficient": False}
+# a sliding window is an explicit boolean mask: the flash backend takes no mask at all; the
+# memory-efficient one takes any; cuDNN's is left out until a GPU has checked it
+WINDOWS = {"flash": False, "cudnn": False, "efficient": True}
+
+
 def attention(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              causal: bool = False) -> torch.Tensor:
+              causal: bool = False, window: int | None = None) -> torch.Tensor:
+    from kernels.attention import visible
+
+    mask = None if window is None else visible(q.shape[2], k.shape[2], causal, window, q.device)
     with sdpa_kernel(BACKENDS[backend]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              is_causal=causal and mask is None,
+                                              enable_gqa=q.shape[1] != k.shape[1])
 
 
 def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-           causal: bool = False) -> str | None:
+           causal: bool = False, window: int | None = None) -> str | None:
     """The limits the backends document, in words (PyTorch would otherwise raise or warn).
 
     With one backend pinned, a problem it refuses raises ``RuntimeError: No available kernel``
     (PyTorch's ``sdp_utils.cpp`` lists the checks; the ones a course problem can hit are here).
     """
+    from kernels.attention import variant_reason
+
     sq, sk, d = q.shape[2], k.shape[2], q.shape[-1]
+    if why := variant_reason(q, k, window, gqa=GQA[backend], windows=WINDOWS[backend]):
+        return f"the {backend} backend takes {why}"
     if sq == 0 or sk == 0:
         return (f"empty sequences: every fused SDPA backend refuses Sq = 0 or Sk = 0 "
                 f"('No available kernel'); got Sq = {sq}, Sk = {sk}")
@@ -65,11 +82,11 @@ def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def make(backend: str):
-    def run(q, k, v, causal=False):
-        return attention(backend, q, k, v, causal)
+    def run(q, k, v, causal=False, window=None):
+        return attention(backend, q, k, v, causal, window)
 
-    def check(q, k, v, causal=False):
-        return reason(backend, q, k, v, causal)
+    def check(q, k, v, causal=False, window=None):
+        return reason(backend, q, k, v, causal, window)
 
     run.__name__ = f"sdpa_{backend}"
     return run, check
@@ -79,5 +96,6 @@ for _name in BACKENDS:
     _run, _check = make(_name)
     register("attention", f"sdpa_{_name}", fn=_run, dtypes=DTYPES[_name], devices=("cuda",),
              needs=("cuda",), min_capability=MIN_CAPABILITY[_name], check=_check,
-             meta={"fused": True, "peer": True, "backward": "PyTorch's (same backend)"},
+             meta={"fused": True, "peer": True, "backward": "PyTorch's (same backend)",
+                   "gqa": GQA[_name], "window": WINDOWS[_name]},
              description=f"F.scaled_dot_product_attention, {_name} backend only")

@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from kernels.attention.triton_fwd import LOG2E, key_range
+from kernels.attention.triton_fwd import LOG2E, key_range, window_range
 
 
 @dataclass(frozen=True)
@@ -103,64 +103,113 @@ def dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED: tl
 
 
 @triton.jit
+def dkdv_window_block(dk, dv, k, v, q, do, lse, delta, keys, rows, window, qk_scale,
+                      IEEE: tl.constexpr):
+    """:func:`dkdv_block` on a block that a sliding window's edge (or the diagonal) crosses:
+    key j (row) is seen by query i (column) when i - window < j <= i. (A copy of
+    ``dkdv_block`` with the window's mask, so that exercise 08.backward_dkdv keeps its
+    signature.)"""
+    st = dot(k, tl.trans(q), IEEE)
+    pt = tl.math.exp2(st * qk_scale - lse[None, :])
+    seen = (keys[:, None] <= rows[None, :]) & (keys[:, None] > rows[None, :] - window)
+    pt = tl.where(seen, pt, 0.0)
+    dv += dot(pt.to(do.dtype), do, IEEE)
+    dpt = dot(v, tl.trans(do), IEEE)
+    dst = pt * (dpt - delta[None, :])
+    dk += dot(dst.to(q.dtype), q, IEEE)
+    return dk, dv
+
+
+@triton.jit
 def _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m, rows0, keys,
-               sqs, sds, seq_q, qk_scale, MASKED: tl.constexpr, IEEE: tl.constexpr):
+               sqs, sds, seq_q, window, qk_scale, MASKED: tl.constexpr, WINDOW: tl.constexpr,
+               IEEE: tl.constexpr):
     rows = start_m + rows0
     ok = rows < seq_q
     q = tl.load(q_ptrs + start_m * sqs, mask=ok[:, None], other=0.0)
     do = tl.load(do_ptrs + start_m * sds, mask=ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + rows, mask=ok, other=0.0)
     delta = tl.load(delta_ptr + rows, mask=ok, other=0.0)
-    return dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED, IEEE)
+    if WINDOW:  # a query that sees no key (lse = -inf): P = 2^(s - inf) = 0 on every key
+        lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    if WINDOW and MASKED:
+        return dkdv_window_block(dk, dv, k, v, q, do, lse, delta, keys, rows, window, qk_scale,
+                                 IEEE)
+    else:
+        return dkdv_block(dk, dv, k, v, q, do, lse, delta, keys, rows, qk_scale, MASKED, IEEE)
 
 
 @triton.jit
 def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                 sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
                 sdb, sdh, sds, sdd, sdkb, sdkh, sdks, sdkd, sdvb, sdvh, sdvs, sdvd,
-                n_heads, seq_q, seq_k, sm_scale, qk_scale,
+                kv_heads, group, seq_q, seq_k, window, sm_scale, qk_scale,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+                CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
     k_start = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1)
-    b = (bh // n_heads).to(tl.int64)
-    h = (bh % n_heads).to(tl.int64)
+    bkv = tl.program_id(1)  # one program per block of keys of one K/V head
+    b = (bkv // kv_heads).to(tl.int64)
+    kv_h = (bkv % kv_heads).to(tl.int64)
     keys = k_start + tl.arange(0, BLOCK_N)
     rows0 = tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
     key_ok = (keys < seq_k)[:, None]
-    k = tl.load(k_ptr + b * skb + h * skh + keys[:, None] * sks + dims[None, :] * skd,
+    k = tl.load(k_ptr + b * skb + kv_h * skh + keys[:, None] * sks + dims[None, :] * skd,
                 mask=key_ok, other=0.0)
-    v = tl.load(v_ptr + b * svb + h * svh + keys[:, None] * svs + dims[None, :] * svd,
+    v = tl.load(v_ptr + b * svb + kv_h * svh + keys[:, None] * svs + dims[None, :] * svd,
                 mask=key_ok, other=0.0)
-    q_ptrs = q_ptr + b * sqb + h * sqh + rows0[:, None] * sqs + dims[None, :] * sqd
-    do_ptrs = do_ptr + b * sdb + h * sdh + rows0[:, None] * sds + dims[None, :] * sdd
-    lse_ptr += bh.to(tl.int64) * seq_q
-    delta_ptr += bh.to(tl.int64) * seq_q
     dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
     dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    if CAUSAL:
-        # queries before k_start see none of these keys; [k_start, k_start + BLOCK_N) is the
-        # diagonal (masked); from there on every query sees the whole block
-        diag_end = tl.minimum(k_start + BLOCK_N, seq_q)
-        for start_m in range(k_start, diag_end, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m,
-                                rows0, keys, sqs, sds, seq_q, qk_scale, True, IEEE)
-        first = k_start + BLOCK_N
-    else:
-        first = 0
-    for start_m in range(first, seq_q, BLOCK_M):
-        dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m,
-                            rows0, keys, sqs, sds, seq_q, qk_scale, False, IEEE)
-    tl.store(dk_ptr + b * sdkb + h * sdkh + keys[:, None] * sdks + dims[None, :] * sdkd,
+    # grouped-query attention: these keys serve `group` query heads, and their gradients are
+    # the sums over all of them. One program walks every query head of the group in turn, so
+    # the sums stay in its registers (no atomics, no second pass)
+    for g in range(group):
+        h = kv_h * group + g
+        bh = b * kv_heads * group + h  # the query head's row of lse and delta
+        q_ptrs = q_ptr + b * sqb + h * sqh + rows0[:, None] * sqs + dims[None, :] * sqd
+        do_ptrs = do_ptr + b * sdb + h * sdh + rows0[:, None] * sds + dims[None, :] * sdd
+        lse_h = lse_ptr + bh * seq_q
+        delta_h = delta_ptr + bh * seq_q
+        if CAUSAL:
+            # queries before k_start see none of these keys; [k_start, k_start + BLOCK_N) is
+            # the diagonal (masked); from there on every query sees the whole block, up to
+            # the window's edge if there is one
+            diag_end = tl.minimum(k_start + BLOCK_N, seq_q)
+            for start_m in range(k_start, diag_end, BLOCK_M):
+                dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                                    rows0, keys, sqs, sds, seq_q, window, qk_scale, True,
+                                    WINDOW, IEEE)
+            first = k_start + BLOCK_N
+        else:
+            first = 0
+        full_end = seq_q
+        if WINDOW:
+            # query i sees every key of the block while i - window < k_start: whole query
+            # blocks up to k_start + window; after, the window's edge crosses them (masked),
+            # until the last query that sees the block's last key (k_start + BLOCK_N - 2 +
+            # window); later queries are skipped
+            full_end = tl.minimum(tl.maximum((k_start + window) // BLOCK_M * BLOCK_M, first),
+                                  seq_q)
+        for start_m in range(first, full_end, BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                                rows0, keys, sqs, sds, seq_q, window, qk_scale, False, WINDOW,
+                                IEEE)
+        if WINDOW:
+            edge_end = tl.minimum(k_start + BLOCK_N - 1 + window, seq_q)
+            for start_m in range(full_end, edge_end, BLOCK_M):
+                dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                                    rows0, keys, sqs, sds, seq_q, window, qk_scale, True,
+                                    WINDOW, IEEE)
+    tl.store(dk_ptr + b * sdkb + kv_h * sdkh + keys[:, None] * sdks + dims[None, :] * sdkd,
              (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok)
-    tl.store(dv_ptr + b * sdvb + h * sdvh + keys[:, None] * sdvs + dims[None, :] * sdvd,
+    tl.store(dv_ptr + b * sdvb + kv_h * sdvh + keys[:, None] * sdvs + dims[None, :] * sdvd,
              dv.to(dv_ptr.dtype.element_ty), mask=key_ok)
 
 
 @triton.jit
 def _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k,
-             qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+             window, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+             WINDOW: tl.constexpr, IEEE: tl.constexpr):
     keys = start_n + cols
     if MASKED:
         k = tl.load(k_ptrs + start_n * sks, mask=(keys < seq_k)[:, None], other=0.0)
@@ -174,6 +223,8 @@ def _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, sv
         ok = (keys < seq_k)[None, :]
         if CAUSAL:
             ok = ok & (keys[None, :] <= rows[:, None])
+        if WINDOW:
+            ok = ok & (keys[None, :] > rows[:, None] - window)
         p = tl.where(ok, p, 0.0)
     dp = dot(do, tl.trans(v), IEEE)
     ds = p * (dp - delta[:, None])
@@ -185,13 +236,14 @@ def _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, sv
 def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
               sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
               sdb, sdh, sds, sdd, sdqb, sdqh, sdqs, sdqd,
-              n_heads, seq_q, seq_k, sm_scale, qk_scale,
+              n_heads, group, seq_q, seq_k, window, sm_scale, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+              CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
     q_start = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
     h = (bh % n_heads).to(tl.int64)
+    kv_h = h // group
     rows = q_start + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
@@ -202,25 +254,35 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
                  mask=ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + bh.to(tl.int64) * seq_q + rows, mask=ok, other=0.0)
     delta = tl.load(delta_ptr + bh.to(tl.int64) * seq_q + rows, mask=ok, other=0.0)
-    k_ptrs = k_ptr + b * skb + h * skh + cols[:, None] * sks + dims[None, :] * skd
-    v_ptrs = v_ptr + b * svb + h * svh + cols[:, None] * svs + dims[None, :] * svd
+    if WINDOW:  # a query that sees no key (lse = -inf): P = 0 on every key, dQ = 0
+        lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    k_ptrs = k_ptr + b * skb + kv_h * skh + cols[:, None] * sks + dims[None, :] * skd
+    v_ptrs = v_ptr + b * svb + kv_h * svh + cols[:, None] * svs + dims[None, :] * svd
     dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     full_end, end = key_range(q_start, seq_k, CAUSAL, BLOCK_M, BLOCK_N)
-    for start_n in range(0, full_end, BLOCK_N):
+    start, window_end = 0, 0
+    if WINDOW:  # the same three ranges as the forward's
+        start, window_end = window_range(q_start, window, BLOCK_M, BLOCK_N)
+        window_end = tl.maximum(start, tl.minimum(window_end, full_end))
+        for start_n in range(start, window_end, BLOCK_N):
+            dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+                          seq_k, window, qk_scale, True, CAUSAL, WINDOW, IEEE)
+    for start_n in range(window_end, full_end, BLOCK_N):
         dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
-                      seq_k, qk_scale, False, CAUSAL, IEEE)
-    for start_n in range(full_end, end, BLOCK_N):
+                      seq_k, window, qk_scale, False, CAUSAL, WINDOW, IEEE)
+    for start_n in range(tl.maximum(full_end, window_end), end, BLOCK_N):
         dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
-                      seq_k, qk_scale, True, CAUSAL, IEEE)
+                      seq_k, window, qk_scale, True, CAUSAL, WINDOW, IEEE)
     tl.store(dq_ptr + b * sdqb + h * sdqh + rows[:, None] * sdqs + dims[None, :] * sdqd,
              (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=ok[:, None])
 
 
-def backward(q, k, v, o, lse, do, causal: bool, *,
+def backward(q, k, v, o, lse, do, causal: bool, window: int | None = None, *,
              configs: tuple[Config, Config] | None = None):
-    """``(dQ, dK, dV)`` from the forward's ``O`` and ``lse2`` and the output's gradient ``dO``."""
+    """``(dQ, dK, dV)`` from the forward's ``O`` and ``lse2`` and the output's gradient ``dO``;
+    ``k`` and ``v`` may have fewer heads than ``q`` (dK, dV summed over each group)."""
     b, h, seq_q, d = q.shape
-    seq_k = k.shape[2]
+    kv_heads, seq_k = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0 or k.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
@@ -237,14 +299,16 @@ def backward(q, k, v, o, lse, do, causal: bool, *,
     delta_kernel[(triton.cdiv(seq_q, block), b * h)](
         o, do, delta, *o.stride(), *do.stride(), h, seq_q, HEAD_DIM=d, BLOCK_M=block)
     sm_scale = 1.0 / math.sqrt(d)
-    common = (h, seq_q, seq_k, sm_scale, sm_scale * LOG2E)
-    ieee = q.dtype == torch.float32
-    dkdv_kernel[(triton.cdiv(seq_k, kv_cfg.block_n), b * h)](
+    group = h // kv_heads
+    common = (group, seq_q, seq_k, window or 0, sm_scale, sm_scale * LOG2E)
+    flags = {"HEAD_DIM": d, "CAUSAL": causal, "WINDOW": window is not None,
+             "IEEE": q.dtype == torch.float32}
+    dkdv_kernel[(triton.cdiv(seq_k, kv_cfg.block_n), b * kv_heads)](
         q, k, v, do, lse, delta, dk, dv, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dk.stride(), *dv.stride(), *common, HEAD_DIM=d, BLOCK_M=kv_cfg.block_m,
-        BLOCK_N=kv_cfg.block_n, CAUSAL=causal, IEEE=ieee, **launch(kv_cfg))
+        *dk.stride(), *dv.stride(), kv_heads, *common, BLOCK_M=kv_cfg.block_m,
+        BLOCK_N=kv_cfg.block_n, **flags, **launch(kv_cfg))
     dq_kernel[(triton.cdiv(seq_q, q_cfg.block_m), b * h)](
         q, k, v, do, lse, delta, dq, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dq.stride(), *common, HEAD_DIM=d, BLOCK_M=q_cfg.block_m, BLOCK_N=q_cfg.block_n,
-        CAUSAL=causal, IEEE=ieee, **launch(q_cfg))
+        *dq.stride(), h, *common, BLOCK_M=q_cfg.block_m, BLOCK_N=q_cfg.block_n, **flags,
+        **launch(q_cfg))
     return dq, dk, dv

@@ -23,6 +23,12 @@ Three things make it fast, and each is in the code:
 * **Causal block skipping.** Keys after the program's last query are never loaded: a causal
   forward does half the work.
 
+Two variants models use ride on the same loop: **grouped-query attention** (the program of
+query head ``h`` reads K/V head ``h // group``; the group's programs are neighbours on the grid,
+so after the first the group's K/V blocks come from L2) and a **sliding window**
+(:func:`window_range`: key blocks before the window are skipped, blocks its edge crosses are
+masked, the rest run unmasked as before).
+
 Any strides (a ``(B, S, H, D)`` projection viewed as ``(B, H, S, D)`` is read in place); head
 dims 16, 32, 64, 128; fp16 and bf16 (fp32 too, exact, at a fraction of the speed). On a CPU it
 runs in Triton's interpreter, which computes bf16 ``tl.dot`` wrongly: fp16 and fp32 there.
@@ -100,8 +106,11 @@ def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
     if MASKED:
         s = tl.where(key_ok, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # log2 units: the scale folded in
-    p = tl.math.exp2(s * qk_scale - m_new[:, None])  # one FMA and one exp2 per score
-    alpha = tl.math.exp2(m_i - m_new)  # how much the old sums shrink (0 on the first block)
+    m_sub = m_new
+    if MASKED:  # a row that has seen no key yet (a window's first block): -inf - -inf is NaN
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s * qk_scale - m_sub[:, None])  # one FMA and one exp2 per score
+    alpha = tl.math.exp2(m_i - m_sub)  # how much the old sums shrink (0 on the first block)
     l_i = l_i * alpha + tl.sum(p, 1)
     if IEEE:
         acc = tl.dot(p, v, acc * alpha[:, None], input_precision="ieee")
@@ -114,13 +123,14 @@ def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
 def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                          sqb, sqh, sqs, sqd, skb, skh, sks, skd,
                          svb, svh, svs, svd, sob, soh, sos, sod,
-                         n_heads, seq_q, seq_k, qk_scale,
+                         n_heads, group, seq_q, seq_k, window, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+                         CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
     h = (bh % n_heads).to(tl.int64)
+    kv_h = h // group  # grouped-query attention: `group` query heads share one K/V head
     q_start = start_m * BLOCK_M
     rows = q_start + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
@@ -129,34 +139,57 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
 
     q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :] * sqd,
                 mask=row_ok[:, None], other=0.0)
-    k_ptrs = k_ptr + b * skb + h * skh + cols[:, None] * sks + dims[None, :] * skd
-    v_ptrs = v_ptr + b * svb + h * svh + cols[:, None] * svs + dims[None, :] * svd
+    k_ptrs = k_ptr + b * skb + kv_h * skh + cols[:, None] * sks + dims[None, :] * skd
+    v_ptrs = v_ptr + b * svb + kv_h * svh + cols[:, None] * svs + dims[None, :] * svd
 
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     full_end, end = key_range(q_start, seq_k, CAUSAL, BLOCK_M, BLOCK_N)
-
+    # a sliding window also hides the keys before it: blocks before `start` are skipped, and
+    # those in [start, window_end) cross the window's edge (masked)
+    start, window_end = 0, 0
+    if WINDOW:
+        start, window_end = window_range(q_start, window, BLOCK_M, BLOCK_N)
+        window_end = tl.maximum(start, tl.minimum(window_end, full_end))
+        # the window's edge: masked
+        for start_n in range(start, window_end, BLOCK_N):
+            acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
+                                         sks, svs, seq_k, window, qk_scale, CAUSAL, WINDOW,
+                                         IEEE)
     # the blocks every query sees whole: no mask, no bounds check
-    for start_n in range(0, full_end, BLOCK_N):
+    for start_n in range(window_end, full_end, BLOCK_N):
         k = tl.load(k_ptrs + start_n * sks)
         v = tl.load(v_ptrs + start_n * svs)
         acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, 0, False, IEEE)
     # the causal diagonal and the ragged last block: masked
-    for start_n in range(full_end, end, BLOCK_N):
-        key = start_n + cols
-        key_ok = (key < seq_k)[None, :]
-        if CAUSAL:
-            key_ok = key_ok & (key[None, :] <= rows[:, None])
-        k = tl.load(k_ptrs + start_n * sks, mask=(key < seq_k)[:, None], other=0.0)
-        v = tl.load(v_ptrs + start_n * svs, mask=(key < seq_k)[:, None], other=0.0)
-        acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, True, IEEE)
+    for start_n in range(tl.maximum(full_end, window_end), end, BLOCK_N):
+        acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
+                                     sks, svs, seq_k, window, qk_scale, CAUSAL, WINDOW, IEEE)
 
-    # every real row has seen key 0, so l_i > 0; padded rows are not stored
+    # without a window every real row has seen key 0, so l_i > 0; with one, a query past the
+    # keys may see none (l_i = 0): its output is 0, as the reference gives; padded rows are
+    # not stored
+    if WINDOW:
+        l_i = tl.where(l_i == 0.0, 1.0, l_i)  # and m_i stays -inf: lse2 = -inf
     o = acc / l_i[:, None]
     tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :] * sod,
              o.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
     tl.store(lse_ptr + bh.to(tl.int64) * seq_q + rows, m_i + tl.math.log2(l_i), mask=row_ok)
+
+
+@triton.jit
+def _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k, window,
+                 qk_scale, CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
+    key = start_n + cols
+    key_ok = (key < seq_k)[None, :]
+    if CAUSAL:
+        key_ok = key_ok & (key[None, :] <= rows[:, None])
+    if WINDOW:  # query i sees key j when i - window < j <= i
+        key_ok = key_ok & (key[None, :] > rows[:, None] - window)
+    k = tl.load(k_ptrs + start_n * sks, mask=(key < seq_k)[:, None], other=0.0)
+    v = tl.load(v_ptrs + start_n * svs, mask=(key < seq_k)[:, None], other=0.0)
+    return attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, True, IEEE)
 
 
 @triton.jit
@@ -167,6 +200,41 @@ def key_range_probe(q_starts_ptr, out_ptr, seq_k, CAUSAL: tl.constexpr, BLOCK_M:
     full_end, end = key_range(tl.load(q_starts_ptr + i), seq_k, CAUSAL, BLOCK_M, BLOCK_N)
     tl.store(out_ptr + 2 * i, full_end)
     tl.store(out_ptr + 2 * i + 1, end)
+
+
+@triton.jit
+def window_range(q_start, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(start, full_start): for queries [q_start, q_start+BLOCK_M) under a sliding window (query
+    i sees key j when i - window < j <= i), keys before ``start`` (a multiple of BLOCK_N) are
+    seen by none of them (skipped), keys from ``full_start`` on are inside every query's window
+    (the window's edge needs no mask there)."""
+    first = tl.maximum(q_start - window + 1, 0)  # the first key the first query sees
+    start = (first // BLOCK_N) * BLOCK_N
+    # the last query, q_start + BLOCK_M - 1, sees keys from q_start + BLOCK_M - window on
+    last_first = tl.maximum(q_start + BLOCK_M - window, 0)
+    full_start = tl.cdiv(last_first, BLOCK_N) * BLOCK_N
+    return start, full_start
+
+
+@triton.jit
+def window_range_probe(q_starts_ptr, out_ptr, window, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr):
+    """Store what :func:`window_range` gives each program."""
+    i = tl.program_id(0)
+    start, full_start = window_range(tl.load(q_starts_ptr + i), window, BLOCK_M, BLOCK_N)
+    tl.store(out_ptr + 2 * i, start)
+    tl.store(out_ptr + 2 * i + 1, full_start)
+
+
+def window_ranges(seq_q: int, window: int, block_m: int, block_n: int,
+                  device: str | None = None) -> list[tuple[int, int, int]]:
+    """``[(q_start, start, full_start)]`` for every program: :func:`window_range` run by Triton."""
+    device = device or ("cpu" if env.TRITON_INTERPRET else "cuda")
+    starts = torch.arange(0, seq_q, block_m, dtype=torch.int32, device=device)
+    out = torch.zeros(2 * len(starts), dtype=torch.int32, device=device)
+    window_range_probe[(len(starts),)](starts, out, window, BLOCK_M=block_m, BLOCK_N=block_n)
+    return [(s, a, f) for s, (a, f) in zip(starts.tolist(), out.view(-1, 2).tolist(),
+                                            strict=True)]
 
 
 def key_ranges(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int,
@@ -182,21 +250,30 @@ def key_ranges(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int,
                                             strict=True)]
 
 
-def block_map(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int):
-    """A (query blocks × key blocks) grid: 2 where a block runs unmasked, 1 masked, 0 skipped."""
+def block_map(seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int,
+              window: int | None = None):
+    """A (query blocks × key blocks) grid: 2 where a block runs unmasked, 1 masked, 0 skipped
+    (the forward's loops, with a sliding window of ``window`` keys if given)."""
     grid = torch.zeros(triton.cdiv(seq_q, block_m), triton.cdiv(seq_k, block_n),
                        dtype=torch.int8)
+    edges = {}
+    if window is not None:
+        edges = {q: (a, f) for q, a, f in window_ranges(seq_q, window, block_m, block_n)}
     for q_start, full_end, end in key_ranges(seq_q, seq_k, causal, block_m, block_n):
         row = q_start // block_m
-        grid[row, : full_end // block_n] = 2
-        grid[row, full_end // block_n: triton.cdiv(end, block_n)] = 1
+        start, window_end = edges.get(q_start, (0, 0))
+        window_end = max(start, min(window_end, full_end))  # as the kernel combines them
+        grid[row, start // block_n: window_end // block_n] = 1
+        grid[row, window_end // block_n: full_end // block_n] = 2
+        grid[row, max(full_end, window_end) // block_n: triton.cdiv(end, block_n)] = 1
     return grid
 
 
 # -- what a machine and a problem allow ---------------------------------------------------------
 
 
-def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> str | None:
+def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+           window: int | None = None) -> str | None:
     """Why this kernel cannot run the (validated) problem here, in plain words (None: it can)."""
     d = q.shape[-1]
     if d not in HEAD_DIMS:
@@ -227,11 +304,15 @@ def config_for(q: torch.Tensor, causal: bool) -> Config:
     return gpu_config(q.shape[-1], q.dtype, causal)
 
 
-def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, *,
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+            window: int | None = None, *,
             config: Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(O, lse2)``: the attention output (B, H, Sq, D) in q's dtype, and the log-sum-exp of
     each query's scaled scores in base 2 (float32, (B, H, Sq)), which the backward reuses.
-    Inputs are validated and checked by the caller (the registry, :mod:`autograd`)."""
+    ``k`` and ``v`` may have fewer heads than ``q`` (grouped-query attention: query head h reads
+    K/V head ``h // (H_q // H_kv)``); ``window`` (with ``causal``): query i sees keys
+    ``i - window < j <= i``. Inputs are validated and checked by the caller (the registry,
+    :mod:`autograd`)."""
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]
     o = torch.empty((b, h, seq_q, d), dtype=q.dtype, device=q.device)
@@ -243,10 +324,12 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     config = config or config_for(q, causal)
     launch = {} if env.TRITON_INTERPRET else {"num_warps": config.num_warps,
                                               "num_stages": config.num_stages}
+    # the query heads of one group are neighbours along the grid's second axis, so their
+    # programs run together and the group's K/V blocks come from L2 after the first read
     grid = (triton.cdiv(seq_q, config.block_m), b * h)
     attention_fwd_kernel[grid](
         q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        h, seq_q, seq_k, LOG2E / math.sqrt(d),
+        h, h // k.shape[1], seq_q, seq_k, window or 0, LOG2E / math.sqrt(d),
         HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
-        IEEE=q.dtype == torch.float32, **launch)
+        WINDOW=window is not None, IEEE=q.dtype == torch.float32, **launch)
     return o, lse

@@ -158,8 +158,11 @@ def _capability(t: torch.Tensor) -> tuple[int, int] | None:
     return nvrtc.device_capability(t.device.index or 0) if t.is_cuda else None
 
 
-def reason(q, k, v, causal=False) -> str | None:
-    return problem_reason(q, k, v, causal) or gpu_reason(_capability(q))
+def reason(q, k, v, causal=False, window=None) -> str | None:
+    from kernels.attention import variant_reason
+
+    return (variant_reason(q, k, window, gqa=False, windows=False)
+            or problem_reason(q, k, v, causal) or gpu_reason(_capability(q)))
 
 
 # -- running ----------------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""Grouped-query attention and sliding windows in the Triton attention (lesson 08): the forward
+and the gradients against float64 eager autograd and SDPA (``enable_gqa=True``, an explicit
+boolean mask), the blocks a window skips, and the words of every refusal.
+
+On a CPU Triton runs in its interpreter at tiny shapes (fp32 and fp16); on a GPU the same tests
+run compiled (``make test-gpu``), bf16 included."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernels
+from course_utils import env
+from kernels.attention import attention_eager, autograd, naive, sdpa, triton_fwd, visible
+from kernels.attention.hopper import fwd as hopper
+
+DEVICE = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
+
+# (B, H, H_kv, Sq, Sk, D, causal, window): groups of 1, 2, 4, 8; Sq != Sk both ways; ragged
+# lengths; D = 64 and 16; windows narrower than a block, wider than several, and one that leaves
+# the last queries (past the keys) with nothing to see
+SHAPES = [
+    (2, 4, 4, 70, 70, 64, False, None),
+    (1, 4, 2, 77, 77, 64, True, None),
+    (2, 8, 2, 40, 97, 16, True, None),
+    (1, 8, 1, 97, 40, 64, True, None),
+    (1, 8, 8, 33, 65, 16, False, None),
+    (1, 4, 4, 150, 150, 64, True, 40),
+    (1, 4, 2, 70, 90, 64, True, 9),
+    (1, 8, 1, 130, 130, 16, True, 2),
+    (1, 2, 1, 100, 33, 16, True, 5),
+    (1, 4, 2, 65, 200, 64, True, 100),
+]
+
+
+def _problem(b, h, h_kv, sq, sk, d, dtype):
+    q = torch.randn(b, h, sq, d, device=DEVICE).to(dtype)
+    k, v = (torch.randn(b, h_kv, sk, d, device=DEVICE).to(dtype) for _ in range(2))
+    return q, k, v
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_forward_and_gradients_match_float64_and_sdpa(shape, dtype):
+    b, h, h_kv, sq, sk, d, causal, window = shape
+    q, k, v = _problem(b, h, h_kv, sq, sk, d, dtype)
+    found = autograd.gradient_errors(q, k, v, causal, window)
+    for name, err in found["triton"].items():
+        assert err == err, f"{name} is NaN"
+        # at most the tolerance, or (16-bit) within 2x of what SDPA itself reaches
+        assert err <= max(TOL[dtype], 2 * found["sdpa"][name]), (name, found)
+
+
+def test_gqa_is_sdpa_with_enable_gqa_and_repeated_heads():
+    q, k, v = _problem(1, 8, 2, 50, 60, 32, torch.float32)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    repeated = [t.repeat_interleave(4, dim=1) for t in (k, v)]
+    for got in (autograd.attention(q, k, v, True), autograd.attention(q, *repeated, True),
+                attention_eager(q, k, v, True)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_window_is_sdpa_with_an_explicit_mask():
+    q, k, v = _problem(1, 2, 2, 80, 80, 64, torch.float32)
+    mask = visible(80, 80, True, 17)
+    assert mask.sum(-1).tolist() == [min(i + 1, 17) for i in range(80)]  # i - 17 < j <= i
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(autograd.attention(q, k, v, True, 17), want, atol=1e-5,
+                               rtol=1e-5)
+
+
+def test_queries_that_see_no_key_give_zeros_and_no_nan():
+    q, k, v = _problem(1, 2, 1, 100, 33, 16, torch.float32)
+    out, lse2 = triton_fwd.forward(q, k, v, True, 5)
+    assert (out[:, :, 37:] == 0).all() and torch.isinf(lse2[:, :, 37:]).all()
+    assert not out[:, :, :37].isnan().any() and (out[:, :, :37] != 0).any()
+
+
+@pytest.mark.parametrize("window", [1, 7, 32, 33, 90, 1000])
+@pytest.mark.parametrize("blocks", [(32, 32), (64, 32), (128, 64)])
+def test_a_window_visits_the_fewest_blocks_and_masks_only_its_edges(window, blocks):
+    bm, bn = blocks
+    sq = sk = 300
+    grid = triton_fwd.block_map(sq, sk, True, bm, bn, window)
+    # a program's rows past Sq count as queries (its last query is q_start + BLOCK_M - 1, as
+    # key_range has it): cheaper bounds, and at most one block more for the last program
+    seen = visible(grid.shape[0] * bm, sk, True, window)
+    for r in range(grid.shape[0]):
+        for c in range(grid.shape[1]):
+            tile = seen[r * bm:(r + 1) * bm, c * bn:(c + 1) * bn]
+            # keys past Sk need a mask
+            whole = tile.all() and tile.shape[1] == bn
+            want = 2 if whole else 1 if tile.any() else 0
+            assert grid[r, c] == want, (r, c, grid[r].tolist())
+
+
+def test_malformed_variants_raise_naming_the_argument():
+    q, k, v = _problem(1, 6, 4, 8, 8, 16, torch.float32)
+    with pytest.raises(ValueError, match="attention: k expected a number of heads that divides"):
+        autograd.attention(q, k, v)
+    q, k, v = _problem(1, 4, 2, 8, 8, 16, torch.float32)
+    for bad in (0, -3, True, 2.5, "8"):
+        with pytest.raises(ValueError, match="attention: window expected None or a number"):
+            autograd.attention(q, k, v, True, bad)
+    with pytest.raises(ValueError, match="attention: window expected causal=True"):
+        autograd.attention(q, k, v, False, 8)
+
+
+def test_providers_without_a_variant_refuse_it_in_words():
+    q, k, v = _problem(1, 4, 2, 16, 16, 64, torch.float16)
+    gqa = "one K/V head per query head (no grouped-query attention); got q with 4 heads, k with 2"
+    assert naive.reason(q, k, v) == gqa
+    assert hopper.reason(q, k, v) == gqa
+    assert sdpa.reason("efficient", q, k, v) == f"the efficient backend takes {gqa}"
+    assert sdpa.reason("flash", q, k, v) is None and sdpa.reason("cudnn", q, k, v) is None
+    q, k, v = _problem(1, 2, 2, 16, 16, 64, torch.float16)
+    win = "no sliding window; got window = 8"
+    assert naive.reason(q, k, v, True, 8) == win
+    assert hopper.reason(q, k, v, True, 8) == win
+    assert sdpa.reason("flash", q, k, v, True, 8) == f"the flash backend takes {win}"
+    assert sdpa.reason("cudnn", q, k, v, True, 8) == f"the cudnn backend takes {win}"
+    assert sdpa.reason("efficient", q, k, v, True, 8) is None
+    assert triton_fwd.reason(q, k, v, True, 8) is None or DEVICE == "cpu" and q.is_cuda
+
+
+def test_the_registry_picks_only_providers_that_run_the_variant():
+    q, k, v = _problem(1, 4, 2, 16, 16, 64, torch.float32)
+    names = {kern.provider for kern in kernels.get_kernels("attention", q, k, v, True, 8)}
+    assert "triton" in names and "eager" in names
+    assert not names & {"naive", "wgmma", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"}
+    for kern, why in kernels.explain("attention", q, k, v, True, 8):
+        if kern.provider in ("naive", "wgmma"):
+            assert why, kern.name
