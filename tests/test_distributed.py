@@ -108,3 +108,45 @@ def test_gpus2_requirement():
 def test_sweep_with_nccl():
     rows = launch.run(collectives.sweep, 2, [4096, 1 << 20], dtype=torch.bfloat16, reps=5)
     assert all(r["ms"] > 0 for r in rows[0])
+
+
+def test_data_parallel_matches_one_process():
+    from kernels.distributed import data_parallel as dp
+
+    ref = dp.single_process(steps=3)
+    runs = launch.run(dp.train_all, 2, steps=3)
+    for rank_runs in runs:
+        assert [r["method"] for r in rank_runs] == list(dp.METHODS)
+        for run in rank_runs:
+            assert run["losses"] == pytest.approx(ref["losses"], rel=1e-5), run["method"]
+            assert dp.max_difference(run, ref) < 1e-5, run["method"]
+    zero = [rank_runs[dp.METHODS.index("zero1")] for rank_runs in runs]
+    # each rank keeps about half of AdamW's state, and together all of it
+    assert sum(z["state_bytes"] for z in zero) == ref["state_bytes"]
+    assert max(z["state_bytes"] for z in zero) < 0.6 * ref["state_bytes"]
+
+
+def test_buckets_cover_every_parameter_once():
+    from kernels.distributed import data_parallel as dp
+    from kernels.model import TINY, Transformer
+
+    params = list(Transformer(TINY).parameters())
+    buckets = dp.plan_buckets(params, 16 * 1024)
+    flat = [p for b in buckets for p in b]
+    assert len(flat) == len(params) and {id(p) for p in flat} == {id(p) for p in params}
+    assert flat[0] is params[-1]  # the backward's order: last layer first
+    assert len(dp.plan_buckets(params, 1 << 30)) == 1
+    with pytest.raises(ValueError, match="bucket_bytes expected"):
+        dp.plan_buckets(params, 0)
+    with pytest.raises(ValueError, match="method expected"):
+        dp.train("allreduce")
+
+
+@pytest.mark.gpus2
+def test_data_parallel_with_nccl():
+    from kernels.distributed import data_parallel as dp
+
+    ref = dp.single_process(steps=3, device="cuda")
+    for run in launch.run(dp.train_all, 2, steps=3)[0]:
+        assert run["losses"] == pytest.approx(ref["losses"], rel=1e-4), run["method"]
+        assert dp.max_difference(run, ref) < 1e-4, run["method"]
