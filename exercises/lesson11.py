@@ -103,7 +103,7 @@ def _rank_check(source: str, seed: int) -> dict:
 
 @exercise("11.halves", title="An all-reduce from a reduce-scatter and an all-gather",
           stub=HALVES_STUB, answers=("mean_all_reduce",),
-          section="The collectives", intro="""
+          section="Measured: the latency floor", intro="""
 An all-reduce is a reduce-scatter followed by an all-gather: that is where a ring's
 `2(n−1)/n` comes from. Write `mean_all_reduce(x)`: the mean of every rank's `x`, from
 `reduce_scatter` and an asynchronous `all_gather` whose handle you wait on. The check runs your
