@@ -372,6 +372,27 @@ def _need_hopper() -> str | None:
     return None
 
 
+def _need_gpus(count: int):
+    # one process per GPU (lesson 11): NCCL between ranks needs a GPU each
+    def check() -> str | None:
+        if reason := _need_cuda():
+            return reason
+        have = torch.cuda.device_count()
+        if have < count:
+            return f"needs {count} GPUs (one per rank); this machine has {have}"
+        return None
+
+    return check
+
+
+def too_few_gpus(requirement: str) -> bool:
+    """Whether ``requirement`` is a GPU count (``gpus2``) that this machine misses only by
+    count: it has a GPU, not enough of them. ``COURSE_STRICT=1`` skips such a cell (with its
+    line, logged for the test summary) instead of failing: a one-GPU run is the normal case."""
+    match = _GPUS.match(requirement.strip().lower())
+    return bool(match) and HAS_CUDA and torch.cuda.device_count() < int(match.group(1))
+
+
 REQUIREMENTS: dict[str, object] = {
     "cuda": _need_cuda,
     "gpu": _need_cuda,
@@ -388,16 +409,18 @@ REQUIREMENTS: dict[str, object] = {
     "hopper": _need_hopper,
 }
 _ARCH = re.compile(r"^sm_?(\d)(\d+)$")
+_GPUS = re.compile(r"^gpus(\d+)$")  # gpus2: at least 2 CUDA GPUs
 
 
 def known_requirements() -> str:
-    return ", ".join([*REQUIREMENTS, "sm_XY (e.g. sm_80, sm_89, sm_90)"])
+    return ", ".join([*REQUIREMENTS, "sm_XY (e.g. sm_80, sm_89, sm_90)",
+                      "gpusN (N GPUs, e.g. gpus2)"])
 
 
 def is_requirement(name: str) -> bool:
     """Whether ``name`` is a requirement the course knows (checks nothing about the machine)."""
     key = str(name).strip().lower()
-    return key in REQUIREMENTS or bool(_ARCH.match(key))
+    return key in REQUIREMENTS or bool(_ARCH.match(key)) or bool(_GPUS.match(key))
 
 
 def unmet(*requirements: str) -> list[str]:
@@ -410,6 +433,8 @@ def unmet(*requirements: str) -> list[str]:
         key = req.strip().lower()
         if match := _ARCH.match(key):
             check = _need_arch(int(match.group(1)), int(match.group(2)))
+        elif match := _GPUS.match(key):
+            check = _need_gpus(int(match.group(1)))
         elif key in REQUIREMENTS:
             check = REQUIREMENTS[key]
         else:
@@ -454,10 +479,14 @@ def requires(*requirements: str, what: str = "this cell") -> bool:
     reasons = [reason for why in missing.values() for reason in why]
     message = f"skipped {what}: needs {' '.join(requirements)}: {'; '.join(reasons)}"
     only_optional = all(r.strip().lower() in OPTIONAL for r in missing)
-    if STRICT and not only_optional:
+    only_count = all(too_few_gpus(r) for r in missing)
+    if STRICT and not (only_optional or only_count):
         raise RequirementError(message + " (COURSE_STRICT=1)")
     if only_optional:  # allowed even under COURSE_STRICT=1, and listed by the test summary
         message += " (an optional extra)"
+        _log_optional_skip(message)
+    elif only_count:  # a GPU run on fewer GPUs: skipped, listed by the test summary
+        message += " (fewer GPUs than ranks)"
         _log_optional_skip(message)
     print(message, file=sys.stdout)
     return False

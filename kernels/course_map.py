@@ -64,7 +64,9 @@ WHERE = {SWEEP_LESSON: "kernels/matmul/bench.py", SOFTMAX_LESSON: "kernels/softm
          BYO_LESSON: "kernels/matmul/fp64/bench.py", HOPPER_LESSON:
          "kernels/matmul/hopper/bench.py", bench_steps.LESSON: "kernels/matmul/bench_steps.py",
          # lesson 10's records are whole training steps (ms, MiB, loss): no point on the roofline
-         "10_kernels_in_a_model": "kernels/model/bench.py"}
+         "10_kernels_in_a_model": "kernels/model/bench.py",
+         # lesson 11's figures are collectives and training steps on 2 GPUs: no point either
+         "11_beyond_one_gpu": "kernels/distributed/collectives.py"}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ def test_every_lesson_has_three_exercises():
         assert len(exercises.all_exercises(lesson)) >= 3, lesson
     # lesson 10 has two: a kernel swapped into the model (10.swap) and a share predicted
     assert len(exercises.all_exercises("10")) >= 2
+    # lesson 11 has one: an all-reduce built from its halves, run on 2 gloo processes
+    assert len(exercises.all_exercises("11")) >= 1
     # lesson 04 keeps 04.sweep; its traps' two exercises moved with them to appendix A1
     assert len(exercises.all_exercises("04")) + len(exercises.all_exercises("A1")) >= 3
 

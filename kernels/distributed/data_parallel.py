@@ -1,0 +1,221 @@
+"""Data parallelism by hand on lesson 10's model: every rank holds the whole model, trains on
+its own slice of the batch, and the ranks average their gradients before each optimizer step, so
+that every rank takes the step one process would take on the whole batch.
+
+* :class:`Naive`: after the backward, one all-reduce per parameter (the tiny model has 15: 15
+  latency floors a step);
+* :class:`Bucketed`: gradients packed into buckets of about ``bucket_bytes``, in the order the
+  backward finishes them; a hook on each parameter (``register_post_accumulate_grad_hook``)
+  launches a bucket's all-reduce (``async_op=True``) the moment its last gradient is ready, so
+  communication runs while the backward computes the earlier layers; the step waits for them;
+* :class:`ZeRO1`: optimizer-state sharding: the gradients averaged as above, but each rank keeps
+  AdamW's state (two fp32 moments per weight) for its own share of the parameters only, steps
+  those, and broadcasts them to the others: the state's memory divided by the rank count;
+* ``"ddp"``: ``torch.nn.parallel.DistributedDataParallel``, what the three are measured against.
+
+:func:`train` is a rank's work (started by :func:`kernels.distributed.launch.run`), and
+:func:`single_process` the reference: the same steps on the whole batch in one process.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from kernels.distributed import launch
+from kernels.model import TINY, Trainer, Transformer, batch
+
+METHODS = ("naive", "bucketed", "zero1", "ddp")
+BUCKET_BYTES = 16 * 1024  # small, so the tiny model (107 KiB of fp32 weights) has 7 buckets
+
+
+class Naive:
+    """One all-reduce per parameter, after the whole backward."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def sync(self) -> None:
+        n = dist.get_world_size()
+        for p in self.params:
+            dist.all_reduce(p.grad)
+            p.grad /= n
+
+
+def plan_buckets(params: list[torch.nn.Parameter], bucket_bytes: int) -> list[list]:
+    """Parameters grouped into buckets of about ``bucket_bytes``, last parameter first (the
+    backward produces the gradients of the last layers first)."""
+    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+        raise ValueError(f"bucket_bytes expected a positive int, got {bucket_bytes!r}")
+    buckets, current, size = [], [], 0
+    for p in reversed(params):
+        current.append(p)
+        size += p.numel() * p.element_size()
+        if size >= bucket_bytes:
+            buckets.append(current)
+            current, size = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+class Bucketed:
+    """Buckets of gradients all-reduced while the backward runs."""
+
+    def __init__(self, model: torch.nn.Module, bucket_bytes: int = BUCKET_BYTES):
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.buckets = plan_buckets(params, bucket_bytes)
+        self.bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
+        self.pending = [len(b) for b in self.buckets]
+        self.launched: list[tuple] = []  # (work handle, flat buffer, bucket index)
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._ready)
+
+    def _ready(self, p: torch.nn.Parameter) -> None:
+        # called by autograd once p.grad holds this backward's whole gradient
+        i = self.bucket_of[p]
+        self.pending[i] -= 1
+        if self.pending[i] == 0:  # the bucket's last gradient: send it now
+            flat = torch.cat([q.grad.flatten() for q in self.buckets[i]])
+            self.launched.append((dist.all_reduce(flat, async_op=True), flat, i))
+
+    def sync(self) -> None:
+        n = dist.get_world_size()
+        for work, flat, i in self.launched:
+            work.wait()
+            flat /= n
+            offset = 0
+            for q in self.buckets[i]:
+                q.grad.copy_(flat[offset:offset + q.numel()].view_as(q.grad))
+                offset += q.numel()
+        self.launched.clear()
+        self.pending = [len(b) for b in self.buckets]
+
+
+class ZeRO1:
+    """Gradients averaged as :class:`Bucketed` does; AdamW's state kept for this rank's share of
+    the parameters only; each parameter broadcast from the rank that stepped it."""
+
+    def __init__(self, model: torch.nn.Module, make_optimizer, bucket_bytes: int = BUCKET_BYTES):
+        self.grads = Bucketed(model, bucket_bytes)
+        params = [p for p in model.parameters() if p.requires_grad]
+        n, rank = dist.get_world_size(), dist.get_rank()
+        # largest first, each to the least-loaded rank: shares within one tensor of equal
+        loads, self.owner = [0] * n, {}
+        for p in sorted(params, key=lambda q: -q.numel()):
+            r = loads.index(min(loads))
+            self.owner[p] = r
+            loads[r] += p.numel()
+        self.params = params
+        self.optimizer = make_optimizer([p for p in params if self.owner[p] == rank])
+
+    def sync(self) -> None:
+        self.grads.sync()
+
+    def step(self) -> None:
+        self.optimizer.step()
+        for p in self.params:  # every rank's copy from the rank that stepped it
+            dist.broadcast(p.data, src=self.owner[p])
+
+
+def state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the optimizer's state (AdamW: the two moments and the step counts)."""
+    return sum(t.numel() * t.element_size() for state in optimizer.state.values()
+               for t in state.values() if isinstance(t, torch.Tensor))
+
+
+def _shard(tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n, rank = dist.get_world_size(), dist.get_rank()
+    return tokens.chunk(n)[rank], targets.chunk(n)[rank]
+
+
+def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed: int = 0,
+          config=TINY, bucket_bytes: int = BUCKET_BYTES) -> dict:
+    """(A rank's work.) ``steps`` training steps of lesson 10's model by ``method`` on this
+    rank's slice of a global batch of ``batch_size`` sequences. Returns the losses averaged
+    over the ranks, the milliseconds of each step, this rank's optimizer-state bytes and the
+    final parameters (on the CPU)."""
+    if method not in METHODS:
+        raise ValueError(f"method expected one of {', '.join(METHODS)}, got {method!r}")
+    n, device = dist.get_world_size(), launch.device()
+    if batch_size % n:
+        raise ValueError(f"batch_size expected a multiple of the {n} ranks, got {batch_size}")
+    model = Transformer(config, seed=seed).to(device)
+    trainer = Trainer(model)
+    optimizer, sync = trainer.optimizer, None
+    if method == "naive":
+        sync = Naive(model).sync
+    elif method == "bucketed":
+        sync = Bucketed(model, bucket_bytes).sync
+    elif method == "zero1":
+        defaults = trainer.optimizer.defaults
+        zero = ZeRO1(model, lambda ps: torch.optim.AdamW(
+            ps, lr=defaults["lr"], betas=defaults["betas"],
+            weight_decay=defaults["weight_decay"]), bucket_bytes)
+        sync, optimizer = zero.sync, zero
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_bytes / 2**20)
+        trainer.forward = ddp  # DDP averages the gradients in its own hooks
+    losses, times = [], []
+    for i in range(steps):
+        tokens, targets = _shard(*batch(config.vocab, batch_size, seq, i, seed, device))
+        _synchronize(device)
+        start = time.perf_counter()
+        loss = trainer.loss(tokens, targets)
+        loss.backward()
+        if sync is not None:
+            sync()
+        optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=False)
+        _synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        losses.append(float(mean) / n)
+    inner = optimizer.optimizer if isinstance(optimizer, ZeRO1) else optimizer
+    return {"method": method, "losses": losses, "step_ms": times,
+            "state_bytes": state_bytes(inner),
+            "params": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_all(methods: tuple[str, ...] = METHODS, **kwargs) -> list[dict]:
+    """(A rank's work.) :func:`train` by each method in turn, in one group (one start-up)."""
+    return [train(m, **kwargs) for m in methods]
+
+
+def single_process(steps: int = 3, batch_size: int = 4, seq: int = 16, seed: int = 0,
+                   config=TINY, device: str = "cpu") -> dict:
+    """The reference: the same steps on the whole batch, in this process."""
+    model = Transformer(config, seed=seed).to(device)
+    trainer = Trainer(model)
+    losses, times = [], []
+    for i in range(steps):
+        tokens, targets = batch(config.vocab, batch_size, seq, i, seed, device)
+        start = time.perf_counter()
+        losses.append(float(trainer.step(tokens, targets)))
+        times.append((time.perf_counter() - start) * 1e3)
+    return {"method": "one process", "losses": losses, "step_ms": times,
+            "state_bytes": state_bytes(trainer.optimizer),
+            "params": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+
+
+def max_difference(a: dict, b: dict) -> float:
+    """The largest absolute difference between two runs' final parameters."""
+    if a["params"].keys() != b["params"].keys():
+        raise ValueError("a and b expected the same model's parameters")
+    return max(float((a["params"][k].float() - b["params"][k].float()).abs().max())
+               for k in a["params"])
+
+
+def median_step_ms(run: dict, skip_first: int = 1) -> float:
+    """The median step time, without the first ``skip_first`` steps (warm-up)."""
+    times = run["step_ms"][skip_first:] or run["step_ms"]
+    return statistics.median(times)

@@ -1,0 +1,152 @@
+"""Lesson 11's workers: the launcher, the collectives and data parallelism, on 2 gloo processes
+(and with NCCL on 2 GPUs, where a machine has them)."""
+
+import time
+
+import pytest
+import torch
+
+from course_utils import env
+from kernels.distributed import collectives, launch
+
+
+def test_bus_factors():
+    assert collectives.bus_factor("all_reduce", 2) == 1.0
+    assert collectives.bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert collectives.bus_factor("all_gather", 4) == collectives.bus_factor("reduce_scatter", 4)
+    assert collectives.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert collectives.bus_factor("broadcast", 8) == 1.0
+    assert collectives.bytes_sent("all_reduce", 1 << 20, 4) == 1.5 * (1 << 20)
+    with pytest.raises(ValueError, match="op expected"):
+        collectives.bus_factor("allreduce", 2)
+    with pytest.raises(ValueError, match="n expected"):
+        collectives.bus_factor("all_reduce", 0)
+
+
+def test_launch_refuses_a_cell_function_and_bad_arguments():
+    def local():
+        return 1
+
+    with pytest.raises(ValueError, match="fn expected a function defined at the top"):
+        launch.run(local, 2)
+    with pytest.raises(ValueError, match="world_size expected"):
+        launch.run(launch.device, 0)
+    with pytest.raises(ValueError, match="timeout_s expected"):
+        launch.run(launch.device, 2, timeout_s=0)
+    with pytest.raises(ValueError, match="device expected"):
+        launch.backend_for(2, "gpu")
+
+
+def test_a_rank_that_fails_is_reported_and_a_hung_one_times_out():
+    with pytest.raises(launch.WorkerError, match=r"(?s)rank \d.*ValueError: device expected"):
+        launch.run(launch.backend_for, 2, 2, "gpu")
+    start = time.monotonic()
+    with pytest.raises(launch.WorkerError, match="did not finish within 6 s"):
+        launch.run(time.sleep, 2, 60, timeout_s=6)
+    assert time.monotonic() - start < 20  # ended, not waited for
+
+
+def _environment() -> dict:
+    import os
+
+    return dict(os.environ)
+
+
+def test_multicast_stays_off_in_every_rank():
+    seen = launch.run(_environment, 2)
+    for environment in seen:
+        for key, value in launch.NO_MULTICAST.items():
+            assert environment[key] == value
+
+
+def test_sweep_on_gloo():
+    rows = launch.run(collectives.sweep, 2, [4096, 65536], reps=3)
+    assert rows[0] == rows[1]  # every rank returns the slowest rank's times
+    assert [r["op"] for r in rows[0]] == [op for op in collectives.OPS for _ in range(2)]
+    for r in rows[0]:
+        assert r["ms"] > 0
+        assert r["busbw_gbs"] == pytest.approx(r["algbw_gbs"] * collectives.bus_factor(r["op"], 2))
+    seen = collectives.floor_and_ceiling(rows[0], "all_reduce", 2)
+    assert seen["crossover_bytes"] > 0
+    assert "all_gather" in collectives.table(rows[0])
+
+
+def _collective_values():
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    x = torch.arange(4.0) + 10 * rank
+    total = x.clone()
+    dist.all_reduce(total)
+    gathered = torch.empty(4 * n)
+    collectives.all_gather(gathered, x)
+    mine = torch.empty(4 // n)
+    collectives.reduce_scatter(mine, x.clone())
+    return total, gathered, mine
+
+
+def test_collectives_compute_what_they_claim():
+    results = launch.run(_collective_values, 2)
+    x0, x1 = torch.arange(4.0), torch.arange(4.0) + 10
+    for rank, (total, gathered, mine) in enumerate(results):
+        assert torch.equal(total, x0 + x1)
+        assert torch.equal(gathered, torch.cat([x0, x1]))
+        assert torch.equal(mine, (x0 + x1).chunk(2)[rank])
+
+
+def test_gpus2_requirement():
+    assert env.is_requirement("gpus2")
+    reasons = env.unmet("gpus2")
+    if torch.cuda.device_count() >= 2:
+        assert reasons == []
+    else:
+        assert reasons and ("GPU" in reasons[0])
+    assert not env.too_few_gpus("cuda")
+
+
+@pytest.mark.gpus2
+def test_sweep_with_nccl():
+    rows = launch.run(collectives.sweep, 2, [4096, 1 << 20], dtype=torch.bfloat16, reps=5)
+    assert all(r["ms"] > 0 for r in rows[0])
+
+
+def test_data_parallel_matches_one_process():
+    from kernels.distributed import data_parallel as dp
+
+    ref = dp.single_process(steps=3)
+    runs = launch.run(dp.train_all, 2, steps=3)
+    for rank_runs in runs:
+        assert [r["method"] for r in rank_runs] == list(dp.METHODS)
+        for run in rank_runs:
+            assert run["losses"] == pytest.approx(ref["losses"], rel=1e-5), run["method"]
+            assert dp.max_difference(run, ref) < 1e-5, run["method"]
+    zero = [rank_runs[dp.METHODS.index("zero1")] for rank_runs in runs]
+    # each rank keeps about half of AdamW's state, and together all of it
+    assert sum(z["state_bytes"] for z in zero) == ref["state_bytes"]
+    assert max(z["state_bytes"] for z in zero) < 0.6 * ref["state_bytes"]
+
+
+def test_buckets_cover_every_parameter_once():
+    from kernels.distributed import data_parallel as dp
+    from kernels.model import TINY, Transformer
+
+    params = list(Transformer(TINY).parameters())
+    buckets = dp.plan_buckets(params, 16 * 1024)
+    flat = [p for b in buckets for p in b]
+    assert len(flat) == len(params) and {id(p) for p in flat} == {id(p) for p in params}
+    assert flat[0] is params[-1]  # the backward's order: last layer first
+    assert len(dp.plan_buckets(params, 1 << 30)) == 1
+    with pytest.raises(ValueError, match="bucket_bytes expected"):
+        dp.plan_buckets(params, 0)
+    with pytest.raises(ValueError, match="method expected"):
+        dp.train("allreduce")
+
+
+@pytest.mark.gpus2
+def test_data_parallel_with_nccl():
+    from kernels.distributed import data_parallel as dp
+
+    ref = dp.single_process(steps=3, device="cuda")
+    for run in launch.run(dp.train_all, 2, steps=3)[0]:
+        assert run["losses"] == pytest.approx(ref["losses"], rel=1e-4), run["method"]
+        assert dp.max_difference(run, ref) < 1e-4, run["method"]
