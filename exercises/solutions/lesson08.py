@@ -170,6 +170,43 @@ _RANGE_UNCAPPED = _range("        end = tl.minimum(q_start + BLOCK_M, seq_k)",
                          "        end = q_start + BLOCK_M  # runs blocks past seq_k when Sq > Sk")
 
 # --------------------------------------------------------------------------------------------
+_WINDOW = _HEAD + '''
+@triton.jit
+def window_range(q_start, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    first = tl.maximum(q_start - window + 1, 0)  # the first key the first query sees
+    start = (first // BLOCK_N) * BLOCK_N
+    last_first = tl.maximum(q_start + BLOCK_M - window, 0)  # the first key the last query sees
+    full_start = tl.cdiv(last_first, BLOCK_N) * BLOCK_N
+    return start, full_start
+'''
+
+
+def _window(old: str, new: str) -> str:
+    assert old in _WINDOW, old
+    return _WINDOW.replace(old, new)
+
+
+_WINDOW_EDGE = _window("    first = tl.maximum(q_start - window + 1, 0)",
+                       "    first = tl.maximum(q_start - window, 0)  # one key too many: "
+                       "i - window is outside")
+_WINDOW_FULL_EDGE = _window("    last_first = tl.maximum(q_start + BLOCK_M - window, 0)",
+                            "    last_first = tl.maximum(q_start + BLOCK_M - window - 1, 0)  # "
+                            "the last query's edge taken one key early")
+_WINDOW_NOT_ROUNDED = _window("    start = (first // BLOCK_N) * BLOCK_N",
+                              "    start = first  # a block starting mid-way: not on the grid")
+_WINDOW_FULL_LATE = _window("    full_start = tl.cdiv(last_first, BLOCK_N) * BLOCK_N",
+                            "    full_start = (tl.cdiv(last_first, BLOCK_N) + 1) * BLOCK_N  # one "
+                            "block masked for nothing")
+_WINDOW_FULL_FLOOR = _window("    full_start = tl.cdiv(last_first, BLOCK_N) * BLOCK_N",
+                             "    full_start = (last_first // BLOCK_N) * BLOCK_N  # rounded down: "
+                             "an unmasked block the edge cuts")
+_WINDOW_SKIPS = _window("    start = (first // BLOCK_N) * BLOCK_N",
+                        "    start = tl.cdiv(first, BLOCK_N) * BLOCK_N  # rounded up: skips the "
+                        "block holding the first visible keys")
+_WINDOW_NO_CLAMP = _window("    first = tl.maximum(q_start - window + 1, 0)",
+                           "    first = q_start - window + 1  # negative for the first queries")
+
+# --------------------------------------------------------------------------------------------
 _BACKWARD = _HEAD + '''from kernels.attention.triton_bwd import dot
 
 
@@ -226,7 +263,7 @@ _BWD_DP = _backward("dpt = dot(v, tl.trans(do), IEEE)",
                     "dpt = dot(do, tl.trans(v), IEEE)  # dP (queries along rows), not dPᵀ")
 
 SOLUTIONS = {"08.online_step": _ONLINE, "08.attend_block": _ATTEND, "08.key_range": _RANGE,
-             "08.backward_dkdv": _BACKWARD}
+             "08.backward_dkdv": _BACKWARD, "08.window_range": _WINDOW}
 WRONG = {
     "08.online_step": {"the old sum is not rescaled": _ONLINE_NO_RESCALE,
                        "NaN on a block of -inf": _ONLINE_NAN,
@@ -261,4 +298,18 @@ WRONG = {
                          "Pᵀ transposed again": _BWD_TRANSPOSED,
                          "Δ broadcast along the keys": _BWD_DELTA_ROWS,
                          "dP where dPᵀ is needed": _BWD_DP},
+    "08.window_range": {"the window's edge one key off": _WINDOW_EDGE,
+                        "the last query's edge one key off": _WINDOW_FULL_EDGE,
+                        "start not rounded down to a block": _WINDOW_NOT_ROUNDED,
+                        "full_start one block late": _WINDOW_FULL_LATE,
+                        "full_start rounded down": _WINDOW_FULL_FLOOR,
+                        "the block holding the first visible keys skipped": _WINDOW_SKIPS,
+                        "a negative start not clamped to 0": _WINDOW_NO_CLAMP},
 }
+
+# mutants that behave exactly like the solution, and why
+EQUIVALENT = {"08.window_range": {
+    "constant: line 8: first = tl.maximum(q_start - window + 1, 0)  ->  first = "
+    "tl.maximum(q_start - window + 1, 1)":
+        "first only feeds start = (first // BLOCK_N) * BLOCK_N, and BLOCK_N >= 16 (tl.dot's "
+        "smallest tile): a first key of 0 or 1 gives the same start, 0"}}
