@@ -150,3 +150,28 @@ def test_data_parallel_with_nccl():
     for run in launch.run(dp.train_all, 2, steps=3)[0]:
         assert run["losses"] == pytest.approx(ref["losses"], rel=1e-4), run["method"]
         assert dp.max_difference(run, ref) < 1e-4, run["method"]
+
+
+def test_run_starts_again_once_when_gloos_first_connection_fails(monkeypatch):
+    calls = []
+
+    def once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise launch.WorkerError("device failed\n--- rank 1 ---\nRuntimeError: Gloo "
+                                     "connectFullMesh failed with ... Connection closed by peer")
+        return ["cpu", "cpu"]
+
+    monkeypatch.setattr(launch, "_run_once", once)
+    assert launch.run(launch.device, 2) == ["cpu", "cpu"] and len(calls) == 2
+
+    calls.clear()
+
+    def always(*args):
+        calls.append(args)
+        raise launch.WorkerError("device failed\n--- rank 0 ---\nZeroDivisionError")
+
+    monkeypatch.setattr(launch, "_run_once", always)
+    with pytest.raises(launch.WorkerError, match="ZeroDivisionError"):
+        launch.run(launch.device, 2)
+    assert len(calls) == 1  # any other failure is the caller's: no second start
