@@ -133,3 +133,27 @@ def test_the_registry_picks_only_providers_that_run_the_variant():
     for kern, why in kernels.explain("attention", q, k, v, True, 8):
         if kern.provider in ("naive", "wgmma"):
             assert why, kern.name
+
+
+def test_the_variants_bench_counts_the_pairs_a_window_shows():
+    from kernels.attention import bench_variants, visible
+
+    for s, window in ((1, None), (7, None), (7, 3), (100, 40), (40, 100), (64, 1)):
+        shown = int(visible(s, s, True, window).sum())
+        assert bench_variants.visible_pairs(s, window) == shown, (s, window)
+
+
+def test_the_variants_bench_reads_its_targets_from_records():
+    from course_utils.results import Record
+    from kernels.attention import bench_variants as bv
+
+    what = "GQA fwd bf16 B=2 Hq=32 Hkv=8 S=4096 D=128 causal"
+    records = [Record(bv.LESSON, f"triton {what}", 300.0, "TFLOP/s", peer=250.0,
+                      peer_what="the best SDPA backend that runs it (sdpa_cudnn), same run"),
+               Record(bv.LESSON, f"sdpa_cudnn {what}", 250.0, "TFLOP/s", peer=250.0,
+                      peer_what="the best SDPA backend that runs it (sdpa_cudnn), same run"),
+               Record(bv.LESSON, "triton GQA decode bf16 B=8 Hq=32 Hkv=8 Sk=8192 D=128", 2000.0,
+                      "GB/s", 3000.0, "device copy bandwidth, same run")]
+    lines = bv.verdicts(records)
+    assert len(lines) == 2  # ours only
+    assert "1.20×: as expected" in lines[0] and "67%: NOT here" in lines[1]
