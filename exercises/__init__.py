@@ -187,15 +187,22 @@ def all_exercises(lesson: str | None = None) -> list[Exercise]:
 # --------------------------------------------------------------------------------------------
 
 
+def write_whole(path, text: str) -> None:
+    """Write ``text`` to ``path`` (named by a digest of ``text``) unless it is there: written
+    whole under another name, then renamed, so that a process reading it (another test worker,
+    another rank of the same check) never finds it half-written."""
+    if not path.exists():
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        os.replace(partial, path)
+
+
 def load_cell(source: str, label: str = "cell") -> dict:
     """Run cell ``source`` as a module (from a file, so Triton and ``inspect`` find the source
     of its functions) and return its names."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = env.var_dir("exercises") / f"{label.replace('.', '_')}_{digest}.py"
-    if not path.exists():  # written whole, then renamed: another process never reads half
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(source)
-        os.replace(partial, path)
+    write_whole(path, source)
     spec = importlib.util.spec_from_file_location(f"_exercise_cell_{digest}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

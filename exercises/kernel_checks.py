@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, Mismatch, Report, Result, expect, needs
+from exercises import CannotCheck, Mismatch, Report, Result, expect, needs, write_whole
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 # the GPU results of the reference solutions, written by `python -m course exercises mutants
@@ -234,7 +234,7 @@ def child_source_file(id: str, source: str) -> Path:
     at once (two notebooks, the mutation harness) never read each other's answer."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = env.var_dir("exercises") / f"{id.replace('.', '_')}_student_{digest}.cu"
-    path.write_text(source)
+    write_whole(path, source)
     return path
 
 

@@ -61,8 +61,10 @@ def imported(source: str) -> types.ModuleType:
     """``source`` (an :func:`answer_source`) as a module, from a file of its own: Triton reads a
     kernel's text from its file to compile it."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    from exercises import write_whole
+
     path = env.var_dir("exercises") / f"triton_answer_{digest}.py"
-    path.write_text(source)
+    write_whole(path, source)  # (two ranks of one check import the same answer at once)
     loader = importlib.machinery.SourceFileLoader(f"triton_answer_{digest}", str(path))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
     loader.exec_module(module)
