@@ -23,7 +23,6 @@ benchmark works, not a measurement of anything a GPU does.
 from __future__ import annotations
 
 import gc
-import json
 import statistics
 from dataclasses import dataclass
 
@@ -331,12 +330,10 @@ def _crossings(records: list[results.Record]) -> str:
 def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
     """(environment line, lesson 10's records) from ``docs/results/<slug>.json``;
     FileNotFoundError when that GPU has not run ``make bench`` for this lesson yet."""
-    path = env.RESULTS_DIR / f"{slug}.json"
-    data = json.loads(path.read_text()) if path.exists() else {"records": []}
-    found = [results.Record(**r) for r in data["records"] if r["lesson"] == LESSON]
-    if not found:
+    from course_utils import claims
+
+    data = claims.load(slug) if (env.RESULTS_DIR / f"{slug}.json").exists() else None
+    if data is None or not data.of(LESSON):
         raise FileNotFoundError(f"no lesson 10 records for {slug} in {env.RESULTS_DIR}: "
                                 "`python -m course bench model` on that GPU writes them")
-    environment = data.get("environments", {}).get(LESSON, data["environment"])
-    line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))
-    return f"{line} · git {environment.get('git')}", found
+    return data.environment_line(LESSON), data.of(LESSON)
