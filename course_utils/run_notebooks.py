@@ -181,7 +181,7 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     except CellTimeoutError as err:
         status, error = "timeout", _first_line(err)
     except (CellExecutionError, DeadKernelError) as err:
-        status, error = "failed", _error_summary(err)
+        status, error = "failed", _first_cell_error(nb) or _error_summary(err)
     except Exception as err:  # the kernel failed to start or died, nbclient broke: keep going
         # (on an H100, notebook 05 once ended in a bare AssertionError from nbclient's kernel
         # polling; where it happened and the kernel's last words are what one needs to know)
@@ -205,6 +205,24 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def _first_cell_error(nb) -> str:
+    """The first error a cell showed, with the cell's number and first line ("" if none).
+
+    A cell under ``%%requires`` shows two: its body's own traceback, then the magic's
+    "the cell under %%requires failed (traceback above)"; the first is the one that says what
+    broke, and a recording run on a GPU box keeps only this summary line."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for number, cell in enumerate(code, 1):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                lines = [line for line in cell.source.splitlines()
+                         if line.strip() and not line.startswith("%%")]
+                head = lines[0][:60] if lines else ""
+                return (f"{output.get('ename')}: {output.get('evalue')} (code cell {number}: "
+                        f"{head!r})")
+    return ""
 
 
 def _error_summary(err: BaseException) -> str:

@@ -64,7 +64,7 @@ def test_gqa_is_sdpa_with_enable_gqa_and_repeated_heads():
 
 def test_window_is_sdpa_with_an_explicit_mask():
     q, k, v = _problem(1, 2, 2, 80, 80, 64, torch.float32)
-    mask = visible(80, 80, True, 17)
+    mask = visible(80, 80, True, 17, device=DEVICE)
     assert mask.sum(-1).tolist() == [min(i + 1, 17) for i in range(80)]  # i - 17 < j <= i
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(autograd.attention(q, k, v, True, 17), want, atol=1e-5,

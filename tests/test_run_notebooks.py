@@ -49,6 +49,16 @@ def test_a_failing_notebook_is_reported_and_fails_main(tmp_path, lax, capsys):
     assert bad.cells[2].get("execution_count") is None  # execution stopped at the error
 
 
+def test_a_failing_requires_cell_reports_its_own_error_and_which_cell(tmp_path, lax):
+    # "triton" is met on every machine the course runs on (the interpreter on a CPU); the
+    # summary must name the body's error, not only the magic's "traceback above"
+    path = _notebook(tmp_path / "04_req.ipynb", "%load_ext course_utils", "x = 1",
+                     "%%requires triton\nimport math\nmath.sqrt(-1)")
+    outcome = run_notebooks.execute(path, timeout=120, out_dir=tmp_path / "out")
+    assert outcome.status == "failed"
+    assert outcome.error.startswith("ValueError: math domain error (code cell 3: 'import math')")
+
+
 def test_selectors_pick_notebooks(tmp_path):
     for name in ("01_a.ipynb", "02_b.ipynb", "03_c.ipynb"):
         _notebook(tmp_path / name, "pass")
