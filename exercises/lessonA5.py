@@ -138,6 +138,9 @@ HIST_SMALL = ((4099, 300, "outside"),)  # under compute-sanitizer: exact allocat
 HIST_BENCH = (1 << 26, 256)
 HIST_POISON = 0  # around x: a read outside it that is used lands in bin 0
 HIST_FENCE = -12345  # around counts: nothing may write there
+# the child's limit: its eight cases take seconds, and a kernel that never ends (a grid-stride
+# loop whose step went to 0) should say so in a minute, not in run_child's five
+HIST_CHILD_TIMEOUT = 60
 HIST_HINT = ("zero the block's bins, __syncthreads(), count each element in range into the "
              "shared histogram with atomicAdd, __syncthreads(), then each thread adds bins "
              "threadIdx.x, threadIdx.x + blockDim.x, ... to counts")
@@ -271,7 +274,8 @@ def check_histogram(source, report) -> None:
             "range, skewed values), compute-sanitizer (memcheck, racecheck) and the speed: they "
             "need a GPU", recorded_last=True)
     report.line(verified)
-    kernel_checks.expect_child_ok(kernel_checks.run_child("A5.histogram", source), HIST_HINT,
+    ran = kernel_checks.run_child("A5.histogram", source, timeout=HIST_CHILD_TIMEOUT)
+    kernel_checks.expect_child_ok(ran, HIST_HINT,
                                   "an index outside local or counts: check 0 <= v < bins "
                                   "before counting and b < bins in the zeroing and the flush")
     report.line("matches torch.bincount on n = " + ", ".join(
