@@ -127,3 +127,15 @@ extern "C" __global__ void histogram_shared(const int* __restrict__ x, int* __re
         "plain PyTorch": "import torch\n\nHISTOGRAM_SOURCE = torch.bincount\n",
     },
 }
+
+# mutants that behave exactly like the solution, and why
+EQUIVALENT = {"A5.histogram": {
+    "bound: line 17: if (local[b] > 0) atomicAdd(&counts[b], local[b]);  ->  "
+    "if (local[b] >= 0) atomicAdd(&counts[b], local[b]);":
+        "a bin is never negative, so this adds every bin; adding an empty bin adds 0: the same "
+        "counts, a few more atomics (the guard only saves them on empty bins)",
+    "guard dropped: line 17: if (local[b] > 0) atomicAdd(&counts[b], local[b]);  ->  "
+    "atomicAdd(&counts[b], local[b]);":
+        "adding an empty bin adds 0: the same counts, a few more atomics",
+    "constant: line 3: constexpr int MAX_BINS = 1024;  ->  constexpr int MAX_BINS = 1025;":
+        "one more shared int than bins <= 1024 can use: never read, never written"}}
