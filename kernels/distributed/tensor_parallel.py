@@ -217,21 +217,24 @@ def check(m: int, k: int, n_cols: int, chunks: int = CHUNKS, dtype=torch.float32
     return found
 
 
-def timed(m: int, k: int, n_cols: int, chunks: int = CHUNKS, dtype=torch.bfloat16,
-          reps: int = 20, methods: tuple[str, ...] = METHODS) -> dict[str, float | str]:
-    """(A rank's work.) Median ms of each method and of its two parts alone (``gather``, the
-    all-gather of A; ``matmul``, A @ B_shard), each after a barrier (the course's
-    :func:`~course_utils.timing.benchmark`: CUDA events on a GPU), the slowest rank's median
-    kept (a collective is done when its last rank is). A method that cannot run here gets its
-    reason instead of a time."""
-    n, device = dist.get_world_size(), launch.device()
+def timed(m: int, k: int, n_cols: int, chunk_counts: tuple[int, ...] = (CHUNKS,),
+          dtype=torch.bfloat16, reps: int = 20) -> dict[str, float | str]:
+    """(A rank's work.) Median ms of each method and of the unfused sequence's two parts alone
+    (``gather``, the all-gather of A; ``matmul``, A @ B_shard); the pipelined one once per
+    chunk count (``"pipelined chunks=4"``). Each is timed after a barrier by the course's
+    :func:`~course_utils.timing.benchmark` (CUDA events on a GPU), the slowest rank's median
+    kept (a collective is done when its last rank is). ``share`` is the gather's part of the
+    unfused time. A method that cannot run here gets its reason instead of a time."""
+    device = launch.device()
     a, b, a_shard, b_shard = operands(m, k, n_cols, dtype)
-    a_full = torch.empty_like(a)
-    calls = {"gather": lambda: all_gather(a_full, a_shard),
-             "matmul": lambda: a @ b_shard}
-    for method in methods:
-        calls[method] = lambda method=method: _run(method, a_shard, b_shard, chunks)
     del b
+    a_full = torch.empty_like(a)
+    calls = {"gather": lambda: all_gather(a_full, a_shard), "matmul": lambda: a @ b_shard,
+             "gather_then_multiply": lambda: gather_then_multiply(a_shard, b_shard)}
+    for chunks in chunk_counts:
+        calls[f"pipelined chunks={chunks}"] = (
+            lambda chunks=chunks: pipelined(a_shard, b_shard, chunks))
+    calls["fused"] = lambda: fused(a_shard, b_shard)
     found: dict[str, float | str] = {}
     for name, call in calls.items():
         if name == "fused" and (why := fused_unavailable(a_shard)):
@@ -243,7 +246,7 @@ def timed(m: int, k: int, n_cols: int, chunks: int = CHUNKS, dtype=torch.bfloat1
         slowest = torch.tensor([ms], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         found[name] = float(slowest)
-    found["share"] = found["gather"] / found["gather_then_multiply"] if n > 1 else 0.0
+    found["share"] = found["gather"] / found["gather_then_multiply"]
     return found
 
 
