@@ -164,3 +164,15 @@ def test_timed_with_nccl():
     found = launch.run(tp.timed, 2, 2048, 2048, 1024, (2,), reps=3, device="cuda")[0]
     assert all(isinstance(found[k], float) and found[k] > 0 for k in
                ("gather", "matmul", "gather_then_multiply", "pipelined chunks=2", "fused"))
+
+
+def test_the_timeline_figure_draws_a_row_per_stream():
+    events = [{"name": "ncclDevKernel_AllGather_RING_LL(...)", "stream": 13, "start_us": 0.0,
+               "dur_us": 40.0},
+              {"name": "nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT", "stream": 7, "start_us": 5.0,
+               "dur_us": 60.0},
+              {"name": "ncclDevKernel_AllGather_RING_LL(...)", "stream": 13, "start_us": 41.0,
+               "dur_us": 40.0}]
+    fig = tp.timeline_figure(events, "two streams")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["stream 7", "stream 13 (NCCL)"]
