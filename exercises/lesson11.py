@@ -1,4 +1,5 @@
-"""Exercises of lesson 11: an all-reduce built from its two halves.
+"""Exercises of lesson 11: an all-reduce built from its two halves, and a matmul pipelined with
+its all-gather.
 
 * ``11.halves``: the mean of every rank's tensor, as an all-reduce computes it, built from a
   reduce-scatter (each rank sums one 1/n chunk) and an all-gather (every rank receives every
@@ -7,6 +8,12 @@
   processes an asynchronous all-gather's result lands only when its handle is waited on (as on
   a GPU, where the copy finishes later on another stream), so an answer that forgets ``wait()``
   gets zeros, and an answer that calls ``all_reduce`` itself is told to use the halves.
+* ``11.pipeline``: the loop of :func:`kernels.distributed.tensor_parallel.pipelined` that
+  waits for each chunk of the all-gather and multiplies its peer rows into the right rows of
+  the output. The check simulates the ranks in this process: a chunk's rows land (NaN before)
+  only when its handle is waited on, and a dispatch mode logs the order of waits and matmuls,
+  so waiting for every chunk before the first matmul (right values, no overlap) is caught, and
+  so is recomputing this rank's own rows.
 """
 
 from __future__ import annotations
@@ -152,3 +159,147 @@ def check_halves(mean_all_reduce, report) -> None:
     report.line(f"on 2 gloo processes, lengths {', '.join(map(str, LENGTHS))}: every rank holds "
                 "the mean of both ranks' tensors, from one reduce-scatter and one awaited "
                 "all-gather per call")
+
+
+# -- 11.pipeline: the loop that multiplies each gathered chunk as soon as it lands ---------------
+
+PIPELINE_STUB = '''
+import torch
+
+
+def multiply_arrived(out, gathered, works, b_shard, rank):
+    """Fill every peer's rows of out (n·m, N) with A's rows times b_shard, chunk after chunk.
+    gathered[c] (n, rows of chunk c, K) holds rows start … start + rows of every rank's shard
+    (gathered[c][p]: rank p's), but only once works[c].wait() has returned; chunks are
+    ceil(m / chunks) rows, the last one shorter. Rank p's shard is rows p·m … (p + 1)·m of A
+    (m = out.shape[0] // n) and of out; this rank's own rows are in out already. Wait for
+    chunk c just before multiplying it (never for all chunks first: then nothing overlaps);
+    torch.mm(x, b_shard, out=out[i:j]) writes a product into rows i … j of out."""
+    ...
+'''
+
+PIPELINE_HINT = ("n = gathered[0].shape[0]; m = out.shape[0] // n; start = 0; for each chunk "
+                 "and its work: work.wait(); rows = chunk.shape[1]; for every peer != rank: "
+                 "torch.mm(chunk[peer], b_shard, out=out[peer*m + start : peer*m + start + "
+                 "rows]); then start += rows")
+# (ranks, this rank, rows per rank, chunks): ragged last chunks, one chunk, more than 2 ranks
+PIPELINE_CASES = ((2, 0, 7, 3), (2, 1, 10, 4), (3, 1, 5, 2), (4, 3, 9, 5), (2, 1, 6, 1),
+                  (3, 0, 8, 8))
+
+
+class _Arrives:
+    """An all-gather's handle: its chunk lands in ``buffer`` (NaN until then) on ``wait()``,
+    which it writes in the log."""
+
+    def __init__(self, buffer: torch.Tensor, result: torch.Tensor, index: int, log: list):
+        self.buffer, self.result, self.index, self.log = buffer, result, index, log
+        self.waited = False
+
+    def wait(self, *args, **kwargs) -> bool:
+        if not self.waited:
+            self.buffer.copy_(self.result)
+            self.waited = True
+        self.log.append(("wait", self.index, 0))
+        return True
+
+    def is_completed(self) -> bool:
+        return self.waited
+
+
+def _matmul_log(gathered: list[torch.Tensor], log: list):
+    """A dispatch mode that writes each matrix product reading a gathered chunk in ``log``:
+    ``("mm", chunk, rows multiplied)``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    storages = {g.untyped_storage().data_ptr(): c for c, g in enumerate(gathered)}
+    products = {"mm", "addmm", "bmm", "baddbmm", "matmul", "dot", "mv", "einsum"}
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = kwargs.get("out")
+            before = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+            if func.overloadpacket.__name__ in products:
+                for arg in args:
+                    if isinstance(arg, torch.Tensor) and arg.numel():
+                        c = storages.get(arg.untyped_storage().data_ptr())
+                        if c is not None:
+                            log.append(("mm", c, arg.numel() // arg.shape[-1]))
+            result = func(*args, **kwargs)
+            if before is not None and tuple(out.shape) != before:
+                log.append(("resized", -1, f"{before[0]} rows received a product of "
+                            f"{out.shape[0]}"))
+            return result
+
+    return Log()
+
+
+def _pipeline_case(multiply_arrived, n: int, rank: int, m: int, chunks: int,
+                   g: torch.Generator) -> None:
+    from kernels.distributed.tensor_parallel import chunk_bounds
+
+    k, cols = (int(torch.randint(3, 17, (), generator=g)) for _ in range(2))
+    shards = [torch.randn(m, k, generator=g) for _ in range(n)]
+    b = torch.randn(k, cols, generator=g)
+    bounds = chunk_bounds(m, chunks)
+    log: list = []
+    gathered, works = [], []
+    for c, (start, stop) in enumerate(bounds):
+        buffer = torch.full((n, stop - start, k), float("nan"))  # not there yet
+        gathered.append(buffer)
+        works.append(_Arrives(buffer, torch.stack([s[start:stop] for s in shards]), c, log))
+    expected = torch.cat(shards) @ b
+    out = torch.full((n * m, cols), float("nan"))
+    out[rank * m:(rank + 1) * m] = expected[rank * m:(rank + 1) * m]
+    case = (f"{n} ranks, rank {rank}, {m} rows per rank in chunks of "
+            f"{', '.join(str(stop - start) for start, stop in bounds)} rows")
+    with _matmul_log(gathered, log):
+        multiply_arrived(out, gathered, works, b, rank)
+    resized = [what for kind, _, what in log if kind == "resized"]
+    # an out= slice with the wrong row count still gets the right rows here: torch resizes the
+    # view (its storage is all of out) and writes from its start; the slice is wrong all the same
+    expect(not resized, f"{case}: an out= slice of {resized[0] if resized else ''}, so torch "
+           "resized it to fit. Make the slice exactly the chunk's rows", PIPELINE_HINT)
+    waited = [c for kind, c, _ in log if kind == "wait"]
+    for c in range(len(bounds)):
+        expect(c in waited, f"{case}: chunk {c} was never waited for, so its rows never "
+               "arrived (they are NaN in the check)", PIPELINE_HINT)
+    for i, (kind, c, _) in enumerate(log):
+        expect(kind != "mm" or ("wait", c, 0) in log[:i], f"{case}: chunk {c} was multiplied "
+               "before its works[c].wait(): on a GPU its rows would still be in flight",
+               PIPELINE_HINT)
+    for c in range(len(bounds) - 1):
+        before_next = log[:log.index(("wait", c + 1, 0))]
+        expect(any(kind == "mm" and d == c for kind, d, _ in before_next),
+               f"{case}: you waited for chunk {c + 1} before multiplying chunk {c}. The values "
+               "are right, but every wait comes before the matmuls it could hide: nothing "
+               "overlaps. Multiply each chunk right after its own wait", PIPELINE_HINT)
+    rows = [sum(r for kind, d, r in log if kind == "mm" and d == c) for c in range(len(bounds))]
+    for c, (start, stop) in enumerate(bounds):
+        expect(rows[c] <= (n - 1) * (stop - start), f"{case}: chunk {c}: you multiplied "
+               f"{rows[c]} rows, the peers' rows of it are {(n - 1) * (stop - start)}: this rank's "
+               "own rows are in out already (skip peer == rank), and each row once",
+               PIPELINE_HINT)
+    compare(out, expected, what=case, atol=1e-5, rtol=1e-5, hint=PIPELINE_HINT)
+
+
+@exercise("11.pipeline", title="Multiply each gathered chunk as soon as it lands",
+          stub=PIPELINE_STUB, answers=("multiply_arrived",),
+          section="Overlapping communication with compute", intro="""
+`pipelined` launches every chunk's all-gather at once and multiplies this rank's own rows;
+write the loop that follows, `multiply_arrived(out, gathered, works, b_shard, rank)`: for each
+chunk in order, wait for it, then multiply every peer's rows of it into the right rows of
+`out`. The check runs your function in this process on fresh random shards (2 to 4 ranks,
+simulated; chunks of ragged sizes): each chunk's rows land only when its handle is waited on,
+and it records the order of your waits and matmuls, since waiting for every chunk first gives
+the right numbers with nothing overlapped.""")
+def check_pipeline(multiply_arrived, report) -> None:
+    expect(callable(multiply_arrived), f"multiply_arrived expected a function, got "
+           f"{type(multiply_arrived).__name__}", "keep def multiply_arrived(out, gathered, "
+           "works, b_shard, rank)")
+    g = torch.Generator().manual_seed(random.randrange(1 << 30))
+    for n, rank, m, chunks in PIPELINE_CASES:
+        _pipeline_case(multiply_arrived, n, rank, m, chunks, g)
+    report.line(f"{len(PIPELINE_CASES)} simulated ranks (2 to 4 ranks, ragged last chunks, one "
+                "chunk): every peer row right, each chunk multiplied right after its own wait "
+                "and before the next, this rank's rows not recomputed")

@@ -16,7 +16,24 @@ def mean_all_reduce(x):
     return out / n
 '''
 
-SOLUTIONS = {"11.halves": _HALVES}
+_PIPELINE = '''
+import torch
+
+
+def multiply_arrived(out, gathered, works, b_shard, rank):
+    n = gathered[0].shape[0]
+    m = out.shape[0] // n
+    start = 0
+    for chunk, work in zip(gathered, works):
+        work.wait()
+        rows = chunk.shape[1]
+        for peer in range(n):
+            if peer != rank:
+                torch.mm(chunk[peer], b_shard, out=out[peer * m + start:peer * m + start + rows])
+        start += rows
+'''
+
+SOLUTIONS = {"11.halves": _HALVES, "11.pipeline": _PIPELINE}
 
 
 def _edit(source: str, old: str, new: str) -> str:
@@ -49,5 +66,32 @@ WRONG = {
         # a second, spare all-gather
         "gathered twice": _edit(_HALVES, "    return out / n", "    all_gather(out, chunk)\n"
                                 "    return out / n"),
+    },
+    "11.pipeline": {
+        # the chunk's offset inside a shard forgotten: every chunk lands on the shard's first rows
+        "no start offset": _edit(_PIPELINE, "out=out[peer * m + start:peer * m + start + rows]",
+                                 "out=out[peer * m:peer * m + rows]"),
+        # the rank's offset forgotten: the peers' rows written over rank 0's
+        "no peer offset": _edit(_PIPELINE, "out=out[peer * m + start:peer * m + start + rows]",
+                                "out=out[start:start + rows]"),
+        # every chunk awaited before the first matmul: right values, nothing overlapped
+        "waits for all first": _edit(_PIPELINE, "    for chunk, work in zip(gathered, works):\n"
+                                     "        work.wait()\n",
+                                     "    for work in works:\n        work.wait()\n"
+                                     "    for chunk in gathered:\n"),
+        # the offset from this chunk's size: right for the even chunks, off on the ragged last
+        "ragged last chunk": _edit(_PIPELINE, "    start = 0\n    for chunk, work in zip(gathered, "
+                                   "works):\n", "    for c, (chunk, work) in enumerate(zip("
+                                   "gathered, works)):\n        start = c * chunk.shape[1]\n")
+        .replace("        start += rows\n", ""),
+        # multiplied before it arrived: the wait after the matmuls
+        "wait after the matmul": _edit(_PIPELINE, "        work.wait()\n", "")
+        .replace("        start += rows\n", "        start += rows\n        work.wait()\n"),
+        # this rank's own rows multiplied again (right values, a chunk of redundant work)
+        "own rows again": _edit(_PIPELINE, "            if peer != rank:\n                torch.mm",
+                                "            if True:\n                torch.mm"),
+        # the rows per rank taken as the chunk's, not the shard's
+        "m from the chunk": _edit(_PIPELINE, "    m = out.shape[0] // n\n",
+                                  "    m = gathered[0].shape[1]\n"),
     },
 }

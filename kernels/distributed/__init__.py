@@ -6,5 +6,10 @@
   algorithm against bus bandwidth) and a sweep of their times from a few KiB up;
 * :mod:`~kernels.distributed.data_parallel`: data parallelism written by hand on lesson 10's
   model (naive, bucketed and overlapped, ZeRO-1), each against one process and beside
-  ``DistributedDataParallel``.
+  ``DistributedDataParallel``;
+* :mod:`~kernels.distributed.tensor_parallel`: a tensor-parallel matmul whose all-gather is
+  pipelined with its chunks, beside the unfused sequence and PyTorch's
+  ``fused_all_gather_matmul``.
+
+Their 2-GPU benchmarks: ``bench_tensor_parallel.py`` and ``bench_data_parallel.py``.
 """

@@ -133,18 +133,24 @@ def _shard(tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed: int = 0,
-          config=TINY, bucket_bytes: int = BUCKET_BYTES) -> dict:
+          config=TINY, bucket_bytes: int = BUCKET_BYTES, precision: str = "fp32",
+          keep_params: bool = True) -> dict:
     """(A rank's work.) ``steps`` training steps of lesson 10's model by ``method`` on this
-    rank's slice of a global batch of ``batch_size`` sequences. Returns the losses averaged
-    over the ranks, the milliseconds of each step, this rank's optimizer-state bytes and the
-    final parameters (on the CPU)."""
+    rank's slice of a global batch of ``batch_size`` sequences, in ``precision`` (lesson 10's
+    :class:`~kernels.model.Trainer` precisions). Returns the losses averaged over the ranks,
+    the milliseconds of each step, this rank's optimizer-state bytes and the final parameters
+    (on the CPU; None with ``keep_params=False``, for a benchmark of a model too large to send
+    back from every rank)."""
     if method not in METHODS:
         raise ValueError(f"method expected one of {', '.join(METHODS)}, got {method!r}")
+    if precision not in ("fp32", "bf16-autocast"):  # (bf16-master steps fp32 copies instead)
+        raise ValueError(f"precision expected 'fp32' or 'bf16-autocast' (the weights are the "
+                         f"optimizer's), got {precision!r}")
     n, device = dist.get_world_size(), launch.device()
     if batch_size % n:
         raise ValueError(f"batch_size expected a multiple of the {n} ranks, got {batch_size}")
     model = Transformer(config, seed=seed).to(device)
-    trainer = Trainer(model)
+    trainer = Trainer(model, precision)
     optimizer, sync = trainer.optimizer, None
     if method == "naive":
         sync = Naive(model).sync
@@ -178,7 +184,8 @@ def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed:
     inner = optimizer.optimizer if isinstance(optimizer, ZeRO1) else optimizer
     return {"method": method, "losses": losses, "step_ms": times,
             "state_bytes": state_bytes(inner),
-            "params": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+            "params": {k: v.detach().cpu() for k, v in model.state_dict().items()}
+            if keep_params else None}
 
 
 def _synchronize(device: torch.device) -> None:
