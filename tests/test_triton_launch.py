@@ -151,10 +151,12 @@ def test_the_course_kernels_take_their_constexprs_last():
     from kernels.attention import triton_bwd, triton_fwd
     from kernels.gelu import triton_gelu
     from kernels.rmsnorm import triton_rmsnorm
+    from kernels.softmax import triton_softmax
 
     launchers = [triton_fwd._launch, triton_bwd._delta_launch, triton_bwd._dkdv_launch,
                  triton_bwd._dq_launch, triton_gelu._forward_launch, triton_gelu._backward_launch,
-                 triton_rmsnorm._forward_launch, triton_rmsnorm._backward_launch]
+                 triton_rmsnorm._forward_launch, triton_rmsnorm._backward_launch,
+                 triton_softmax._launch]
     for launcher in launchers:
         if hasattr(launcher.kernel, "constexprs"):  # a JIT function (not the interpreter's)
             assert launcher.constexpr_names is not None, launcher.kernel
