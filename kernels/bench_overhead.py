@@ -21,7 +21,11 @@ where the kernel is short, and prints the time each layer adds:
   on each call; the registered call prepares them once per problem (``Kernel.prepare``) and
   then puts the fresh output's address in and launches; a CUDA graph replays a captured call
   (no Python per kernel at all, but the same addresses every replay: the output is
-  overwritten, and a new shape means a new capture).
+  overwritten, and a new shape means a new capture);
+* with Triton, lesson 08's attention (peer SDPA) and appendix A3's RMSNorm (peer
+  ``F.rms_norm``, forward alone and forward + backward through autograd): the op's function,
+  whose launches go through a plan made once per problem (``kernels/triton_launch.py``), and
+  the registered call.
 
 ``make bench`` records every row (lesson key ``04_nvrtc_launch``, the lesson's number before
 the course was renumbered) with the PyTorch peer of its group measured in the same run.
@@ -46,6 +50,9 @@ MATMUL_SIZE = 256  # 256³ bf16: ~3 µs on an H100, far below a launch from Pyth
 ADD_SIZE = 1 << 16
 TARGET_US = 20.0  # issue 14: the registry's mma call within 20 µs of torch.mm
 WGMMA_TARGET_US = 5.0  # issue 23: the registry's wgmma call within 5 µs of torch.mm
+ATTENTION_SHAPE = (1, 2, 128, 64)  # (B, H, S, D): a tiny problem, the host's time only
+RMSNORM_SHAPE = (64, 256)  # (rows, hidden): the RMSNorm probe's tiny problem
+ATTENTION_TARGET_US = 5.0  # issue 34: the registered attention within 5 µs of SDPA
 
 
 def host_us(fn: Callable[[], object], calls: int = CALLS, repeats: int = REPEATS) -> float:
@@ -193,6 +200,63 @@ def _layers_wgmma(n: int, variant: str) -> tuple[str, str, list[tuple[str, Calla
     ]
 
 
+def _layers_attention(b: int, h: int, s: int, d: int) -> tuple[str, str, list]:
+    """Lesson 08's Triton attention (issue 34's tiny problem): SDPA, the forward called
+    directly (its launch plan looked up), the registered call, and forward + backward."""
+    import torch.nn.functional as F
+
+    from kernels.attention import triton_fwd
+
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    registered = kernels_get("attention", "triton")
+    return f"attention bf16 {b}x{h}x{s}x{d} causal", "SDPA", [
+        ("F.scaled_dot_product_attention",
+         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        ("triton_fwd.forward (the launch plan per problem)",
+         lambda: triton_fwd.forward(q, k, v, True)),
+        ("registry get_kernel(...)(q, k, v, True)", lambda: registered(q, k, v, True)),
+    ]
+
+
+def _backward_of(fn: Callable, inputs: tuple, grad: torch.Tensor) -> Callable:
+    """A call of forward + backward through autograd (the gradients let go each time)."""
+    def call():
+        fn().backward(grad)
+        for t in inputs:
+            t.grad = None
+    return call
+
+
+def _layers_rmsnorm(rows: int, cols: int, backward: bool) -> tuple[str, str, list]:
+    """Appendix A3's Triton RMSNorm (the RMSNorm probe's tiny problem), beside F.rms_norm:
+    forward alone, or forward + backward through autograd."""
+    import torch.nn.functional as F
+
+    from kernels.rmsnorm import triton_rmsnorm
+
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+    registered = kernels_get("rmsnorm", "triton")
+    if not backward:
+        return f"rmsnorm bf16 {rows}x{cols} forward", "F.rms_norm", [
+            ("F.rms_norm", lambda: F.rms_norm(x, (cols,), w, 1e-6)),
+            ("triton_rmsnorm.forward (the launch plan per problem)",
+             lambda: triton_rmsnorm.forward(x, w, 1e-6)),
+            ("registry get_kernel(...)(x, w)", lambda: registered(x, w, 1e-6)),
+        ]
+    x.requires_grad_()
+    w.requires_grad_()
+    dy = torch.randn_like(x)
+    return f"rmsnorm bf16 {rows}x{cols} forward + backward", "F.rms_norm f+b", [
+        ("F.rms_norm, forward + backward",
+         _backward_of(lambda: F.rms_norm(x, (cols,), w, 1e-6), (x, w), dy)),
+        ("RMSNormFunction.apply, forward + backward",
+         _backward_of(lambda: triton_rmsnorm.RMSNormFunction.apply(x, w, 1e-6), (x, w), dy)),
+        ("registry call, forward + backward",
+         _backward_of(lambda: registered(x, w, 1e-6), (x, w), dy)),
+    ]
+
+
 def kernels_get(*key):
     import kernels
 
@@ -207,6 +271,10 @@ def measure(quick: bool = False) -> list[Row]:
               lambda: _layers_fp64(MATMUL_SIZE)]
     if _hopper():
         groups += [lambda v=v: _layers_wgmma(MATMUL_SIZE, v) for v in ("bf16", "fp8_e4m3")]
+    if not env.unmet("triton-gpu"):  # the Triton kernels of lessons 08 and A3 (and 10's model)
+        groups += [lambda: _layers_attention(*ATTENTION_SHAPE),
+                   lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=False),
+                   lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=True)]
     for make in groups:
         group, peer_what, layers = make()
         peer_us = host_us(layers[0][1], calls, repeats)
@@ -234,10 +302,12 @@ def plot(rows: list[Row], name: str = "04_launch_overhead"):
 
 
 def verdict(rows: list[Row]) -> str:
-    """The targets, one line each: the registry's mma call within 20 µs of torch.mm, and (on a
-    Hopper GPU) its wgmma calls within 5 µs of their peers."""
+    """The targets, one line each: the registry's mma call within 20 µs of torch.mm, (on a
+    Hopper GPU) its wgmma calls within 5 µs of their peers, and the registered Triton
+    attention within 5 µs of SDPA."""
     lines = []
-    for kind, target in (("mma", TARGET_US), ("wgmma", WGMMA_TARGET_US)):
+    for kind, target in (("mma", TARGET_US), ("wgmma", WGMMA_TARGET_US),
+                         ("attention", ATTENTION_TARGET_US)):
         for registry in (r for r in rows if r.group.split(" ")[0] == kind
                          and r.layer.startswith("registry")):
             lines.append(timing.verdict(

@@ -33,6 +33,7 @@ import triton.language as tl
 
 from course_utils import env
 from kernels.attention.triton_fwd import LOG2E, key_range, window_range
+from kernels.triton_launch import Launcher, cdiv
 
 
 @dataclass(frozen=True)
@@ -286,29 +287,54 @@ def backward(q, k, v, o, lse, do, causal: bool, window: int | None = None, *,
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0 or k.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
-    if configs is None:
-        configs = INTERPRETER if env.TRITON_INTERPRET else gpu_configs(d, q.dtype, causal)
-    kv_cfg, q_cfg = configs
-
-    def launch(c: Config) -> dict:
-        return {} if env.TRITON_INTERPRET else {"num_warps": c.num_warps,
-                                                "num_stages": c.num_stages}
-
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), o.stride(), do.stride(),
+           causal, window, configs)
     delta = torch.empty_like(lse)
-    block = 64 if d <= 64 else 32
-    delta_kernel[(triton.cdiv(seq_q, block), b * h)](
-        o, do, delta, *o.stride(), *do.stride(), h, seq_q, HEAD_DIM=d, BLOCK_M=block)
-    sm_scale = 1.0 / math.sqrt(d)
-    group = h // kv_heads
-    common = (group, seq_q, seq_k, window or 0, sm_scale, sm_scale * LOG2E)
-    flags = {"HEAD_DIM": d, "CAUSAL": causal, "WINDOW": window is not None,
-             "IEEE": q.dtype == torch.float32}
-    dkdv_kernel[(triton.cdiv(seq_k, kv_cfg.block_n), b * kv_heads)](
-        q, k, v, do, lse, delta, dk, dv, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dk.stride(), *dv.stride(), kv_heads, *common, BLOCK_M=kv_cfg.block_m,
-        BLOCK_N=kv_cfg.block_n, **flags, **launch(kv_cfg))
-    dq_kernel[(triton.cdiv(seq_q, q_cfg.block_m), b * h)](
-        q, k, v, do, lse, delta, dq, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dq.stride(), h, *common, BLOCK_M=q_cfg.block_m, BLOCK_N=q_cfg.block_n, **flags,
-        **launch(q_cfg))
+
+    def common():  # what the dK/dV and dQ launches share (called once per problem)
+        sm_scale = 1.0 / math.sqrt(d)
+        kv_cfg, q_cfg = configs or (INTERPRETER if env.TRITON_INTERPRET
+                                    else gpu_configs(d, q.dtype, causal))
+        scalars = (h // kv_heads, seq_q, seq_k, window or 0, sm_scale, sm_scale * LOG2E)
+        flags = {"HEAD_DIM": d, "CAUSAL": causal, "WINDOW": window is not None,
+                 "IEEE": q.dtype == torch.float32}
+        return kv_cfg, q_cfg, scalars, flags
+
+    # each launch's grid and arguments are worked out on the first call of a problem (the key
+    # holds every shape, stride and flag they are computed from; kernels/triton_launch.py)
+    def delta_plan():
+        block = 64 if d <= 64 else 32
+        return ((cdiv(seq_q, block), b * h), (*o.stride(), *do.stride(), h, seq_q),
+                {"HEAD_DIM": d, "BLOCK_M": block})
+
+    def dkdv_plan():
+        kv_cfg, _, scalars, flags = common()
+        return ((cdiv(seq_k, kv_cfg.block_n), b * kv_heads),
+                (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(),
+                 *dv.stride(), kv_heads, *scalars),
+                {"BLOCK_M": kv_cfg.block_m, "BLOCK_N": kv_cfg.block_n, **flags,
+                 **_options(kv_cfg)})
+
+    def dq_plan():
+        _, q_cfg, scalars, flags = common()
+        return ((cdiv(seq_q, q_cfg.block_m), b * h),
+                (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(), h,
+                 *scalars),
+                {"BLOCK_M": q_cfg.block_m, "BLOCK_N": q_cfg.block_n, **flags,
+                 **_options(q_cfg)})
+
+    _delta_launch(key, (o, do, delta), delta_plan)
+    _dkdv_launch(key, (q, k, v, do, lse, delta, dk, dv), dkdv_plan)
+    _dq_launch(key, (q, k, v, do, lse, delta, dq), dq_plan)
     return dq, dk, dv
+
+
+def _options(c: Config) -> dict:
+    """Launch options of a configuration (the interpreter takes none)."""
+    return {} if env.TRITON_INTERPRET else {"num_warps": c.num_warps,
+                                            "num_stages": c.num_stages}
+
+
+_delta_launch = Launcher(delta_kernel)
+_dkdv_launch = Launcher(dkdv_kernel)
+_dq_launch = Launcher(dq_kernel)

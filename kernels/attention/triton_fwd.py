@@ -43,7 +43,8 @@ import torch
 import triton
 import triton.language as tl
 
-from course_utils import env
+from course_utils import env, nvrtc
+from kernels.triton_launch import Launcher, cdiv
 
 HEAD_DIMS = (16, 32, 64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -291,7 +292,7 @@ def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fal
         return None
     if not q.is_cuda:
         return f"compiled Triton reads GPU memory: needs CUDA tensors; got q on {q.device.type}"
-    major, minor = torch.cuda.get_device_capability(q.device)
+    major, minor = nvrtc.device_capability(q.get_device())  # read once per GPU
     if major < 8:
         return (f"needs sm_80+ (bf16 and tf32 tensor cores); this GPU is "
                 f"sm_{major}{minor}")
@@ -321,15 +322,23 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
         return o, lse
     if seq_k == 0:  # no keys: the weighted sum of nothing, as the eager reference gives
         return o.zero_(), lse.fill_(float("-inf"))
-    config = config or config_for(q, causal)
-    launch = {} if env.TRITON_INTERPRET else {"num_warps": config.num_warps,
-                                              "num_stages": config.num_stages}
-    # the query heads of one group are neighbours along the grid's second axis, so their
-    # programs run together and the group's K/V blocks come from L2 after the first read
-    grid = (triton.cdiv(seq_q, config.block_m), b * h)
-    attention_fwd_kernel[grid](
-        q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        h, h // k.shape[1], seq_q, seq_k, window or 0, LOG2E / math.sqrt(d),
-        HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
-        WINDOW=window is not None, IEEE=q.dtype == torch.float32, **launch)
+
+    def make():  # once per problem (the key below): the configuration, grid and arguments
+        c = config or config_for(q, causal)
+        launch = {} if env.TRITON_INTERPRET else {"num_warps": c.num_warps,
+                                                  "num_stages": c.num_stages}
+        # the query heads of one group are neighbours along the grid's second axis, so their
+        # programs run together and the group's K/V blocks come from L2 after the first read
+        grid = (cdiv(seq_q, c.block_m), b * h)
+        return grid, (*q.stride(), *k.stride(), *v.stride(), *o.stride(), h, h // k.shape[1],
+                      seq_q, seq_k, window or 0, LOG2E / math.sqrt(d)), {
+            "HEAD_DIM": d, "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "CAUSAL": causal,
+            "WINDOW": window is not None, "IEEE": q.dtype == torch.float32, **launch}
+
+    _launch((q.shape, k.shape, q.stride(), k.stride(), v.stride(), causal, window, config),
+            (q, k, v, o, lse), make)
     return o, lse
+
+
+# a problem's grid, strides and compiled kernel, worked out once (kernels/triton_launch.py)
+_launch = Launcher(attention_fwd_kernel)

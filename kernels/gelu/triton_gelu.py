@@ -21,6 +21,7 @@ import triton.language as tl
 from course_utils import env
 from kernels.gelu import FLOAT_DTYPES
 from kernels.registry import register
+from kernels.triton_launch import Launcher, cdiv
 
 # Elements and warps per program: 8 elements per thread, two 16-byte accesses for float32. Tuned
 # on an H200 at 2^28 elements (BLOCK 1024..8192 x 4..16 warps all land at 96-100% of copy).
@@ -61,14 +62,16 @@ def gelu_triton(x: torch.Tensor) -> torch.Tensor:
     return forward(x)
 
 
-def _launch(kernel, n: int, *tensors) -> None:
+def _launch(launcher: Launcher, n: int, *tensors) -> None:
     """One program per BLOCK elements (bigger blocks under the interpreter)."""
     if env.TRITON_INTERPRET:
         # NumPy warns when exp(-2u) overflows to inf; that inf is intended (x / inf = 0)
         with np.errstate(over="ignore", invalid="ignore"):
-            kernel[(triton.cdiv(n, INTERPRETER_BLOCK),)](*tensors, n, BLOCK=INTERPRETER_BLOCK)
-    else:
-        kernel[(triton.cdiv(n, BLOCK),)](*tensors, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+            launcher((n,), tensors, lambda: ((cdiv(n, INTERPRETER_BLOCK),), (n,),
+                                             {"BLOCK": INTERPRETER_BLOCK}))
+    else:  # the grid and block worked out once per size (kernels/triton_launch.py)
+        launcher((n,), tensors, lambda: ((cdiv(n, BLOCK),), (n,),
+                                         {"BLOCK": BLOCK, "num_warps": NUM_WARPS}))
 
 
 def forward(x: torch.Tensor) -> torch.Tensor:
@@ -77,7 +80,7 @@ def forward(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     n = x.numel()
     if n:
-        _launch(gelu_kernel, n, x, y)
+        _launch(_forward_launch, n, x, y)
     return y
 
 
@@ -101,8 +104,12 @@ def backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     x, dy = x.contiguous(), dy.contiguous()
     dx = torch.empty_like(x)
     if x.numel():
-        _launch(gelu_bwd_kernel, x.numel(), x, dy, dx)
+        _launch(_backward_launch, x.numel(), x, dy, dx)
     return dx
+
+
+_forward_launch = Launcher(gelu_kernel)
+_backward_launch = Launcher(gelu_bwd_kernel)
 
 
 class GeLUFunction(torch.autograd.Function):

@@ -2,8 +2,10 @@
 
     python -m course bench model        # on a GPU: GPT-2 small, bf16 autocast, S = 1024 and 4096
 
-For each configuration (:data:`CONFIGS`: eager, ``torch.compile`` of the eager model, then the
-course's kernels swapped in one at a time until all run) it builds the same model from the same
+For each configuration (:data:`CONFIGS`: eager, ``torch.compile`` of the eager model in its
+default mode and in "reduce-overhead" (which replays CUDA graphs of its own), then the course's
+kernels swapped in one at a time until all run, and last all of them with the whole step
+captured in one CUDA graph, :mod:`kernels.model.graphed`) it builds the same model from the same
 seed and measures, in one run:
 
 * the step's time (forward, backward, AdamW; the median of CUDA-event-timed steps), with eager's
@@ -15,7 +17,8 @@ seed and measures, in one run:
 * the loss of :data:`LOSS_STEPS` steps from one seed and data, eager and all course kernels.
 
 A configuration whose kernels cannot run here is skipped with the registry's reason (a
-:class:`~course_utils.results.Note` says which and why). On a CPU (no GPU) it runs the tiny model
+:class:`~course_utils.results.Note` says which and why); the two with CUDA graphs are skipped on
+a CPU. On a CPU (no GPU) it runs the tiny model
 in fp32 (the Triton kernels in their interpreter, which computes bf16 wrongly): a check that the
 benchmark works, not a measurement of anything a GPU does.
 """
@@ -52,13 +55,19 @@ class Config:
     label: str  # in tables and figures
     providers: Providers
     compiled: bool = False
+    compile_mode: str = "default"  # torch.compile's mode
+    graphed: bool = False  # the whole step captured in one CUDA graph (kernels/model/graphed.py)
 
 
 CONFIGS = (Config("eager", "eager", EAGER),
            Config("compile", "torch.compile (eager model)", EAGER, compiled=True),
+           Config("compile-ro", "torch.compile reduce-overhead (its own CUDA graphs)", EAGER,
+                  compiled=True, compile_mode="reduce-overhead"),
            Config("+attention", "+ attention", STEPS["+ attention"]),
            Config("+norm", "+ norm", STEPS["+ norm"]),
-           Config("all-course", "+ activation (all course kernels)", COURSE))
+           Config("all-course", "+ activation (all course kernels)", COURSE),
+           Config("all-course-graph", "all course kernels, the step in one CUDA graph", COURSE,
+                  graphed=True))
 BY_KEY = {c.key: c for c in CONFIGS}
 
 
@@ -69,14 +78,27 @@ def setting(device: str | None = None) -> tuple[ModelConfig, str, tuple, float]:
     return TINY, "fp32", CPU_SHAPES, 3e-3
 
 
+def graph_unmet(config: Config, device: str) -> str | None:
+    """Why ``config``'s CUDA graphs cannot run on ``device`` (None: they can, or it has none)."""
+    if not (config.graphed or config.compile_mode == "reduce-overhead"):
+        return None
+    if device != "cuda":
+        return ("CUDA graphs need a CUDA GPU: " + "; ".join(env.unmet("cuda"))
+                if env.unmet("cuda") else "CUDA graphs need a CUDA GPU, this run is on a CPU")
+    return None
+
+
 def trainer(config: Config, model_config: ModelConfig, precision: str, seq: int, batch_size: int,
             device: str, lr: float) -> Trainer | str:
     """A fresh model of seed :data:`SEED` with ``config``'s kernels, in a Trainer; or the reason
     it cannot run here (the registry's words)."""
     if config.compiled and (why := env.unmet("compile")):
         return "torch.compile: " + "; ".join(why)
+    if why := graph_unmet(config, device):
+        return why
     model = Transformer(model_config, seed=SEED).to(device)
-    probe = Trainer(model, precision, lr=lr, compiled=config.compiled)
+    probe = Trainer(model, precision, lr=lr, compiled=config.compiled,
+                    compile_mode=config.compile_mode, capturable=config.graphed)
     norm_dtype = next(model.parameters()).dtype
     try:
         model.use(config.providers, batch=batch_size, seq=seq, dtype=probe.compute_dtype,
@@ -102,15 +124,16 @@ def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
     if isinstance(found, str):
         return {"skipped": found}
     tokens, targets = batch(model_config.vocab, batch_size, seq, 0, SEED, device)
+    run_step = stepper(config, found, tokens, targets)
     # (on a CPU the interpreter takes a second a step: a few steps are enough to check the path)
-    step = timing.benchmark(found.step, tokens, targets, name=f"step {config.key}",
+    step = timing.benchmark(run_step, tokens, targets, name=f"step {config.key}",
                             min_time_s=min_time_s, warmup=3 if device == "cuda" else 1,
                             reps=None if device == "cuda" else 3, device=device)
     row = {"ms": step.median}
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        found.step(tokens, targets)
+        run_step(tokens, targets)
         torch.cuda.synchronize()
         row["peak MiB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
     row["parts"], row["gaps ms"] = {}, None
@@ -119,13 +142,13 @@ def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
     if device == "cuda" or config.providers == EAGER:
         from course_utils.profiling import profile
 
-        prof = profile(found.step, tokens, targets, name=f"10_step_{config.key}_S{seq}",
+        prof = profile(run_step, tokens, targets, name=f"10_step_{config.key}_S{seq}",
                        show=False, reps=2, warmup=1, device=device)
         row["parts"] = breakdown.by_category(prof)
         row["gaps ms"] = breakdown.launch_gaps(step.median, prof) if device == "cuda" else None
     if config.key == "eager":
         row["S×S MiB"] = breakdown.saved_square_bytes(found, tokens, targets) / 2**20
-    del found
+    del found, run_step
     if device == "cuda":
         torch._dynamo.reset()  # a compiled model's graphs hold its weights: let them go
         gc.collect()
@@ -133,8 +156,19 @@ def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
     return row
 
 
+def stepper(config: Config, found: Trainer, tokens: torch.Tensor, targets: torch.Tensor):
+    """``step(tokens, targets)`` of ``config``: the trainer's own, or its step captured in a CUDA
+    graph from this batch's shape."""
+    if not config.graphed:
+        return found.step
+    from kernels.model.graphed import GraphedStep
+
+    return GraphedStep(found, tokens, targets)
+
+
 def loss_curves(model_config: ModelConfig, precision: str, seq: int, batch_size: int,
-                device: str, lr: float, steps: int, keys=("eager", "all-course")
+                device: str, lr: float, steps: int,
+                keys=("eager", "all-course", "all-course-graph")
                 ) -> dict[str, list[float] | str]:
     """``{key: [loss of each step]}`` from the same seed and data (a reason where it cannot run)."""
     curves = {}
@@ -143,10 +177,12 @@ def loss_curves(model_config: ModelConfig, precision: str, seq: int, batch_size:
         if isinstance(found, str):
             curves[key] = found
             continue
-        losses = []
+        losses, run_step = [], None
         for i in range(steps):
             tokens, targets = batch(model_config.vocab, batch_size, seq, i, SEED, device)
-            losses.append(found.step(tokens, targets))
+            if run_step is None:  # (captured from the first batch, its warm-up undone)
+                run_step = stepper(BY_KEY[key], found, tokens, targets)
+            losses.append(run_step(tokens, targets))
         curves[key] = [float(x) for x in losses]
     return curves
 
@@ -288,6 +324,16 @@ def verdicts(records: list[results.Record]) -> list[str]:
             lines.append(timing.verdict(f"S={seq}: all course kernels ≥ 1.3× eager",
                                         f"{eager / course:.2f}×", eager >= 1.3 * course,
                                         "step times, same run"))
+        # the step in one CUDA graph, against both compiled steps: compile's default mode (the
+        # issue's target) and its reduce-overhead mode, which replays CUDA graphs of its own
+        graphed = by_key.get("all-course-graph")
+        for key, what in (("compile", "torch.compile"),
+                          ("compile-ro", "torch.compile(mode='reduce-overhead')")):
+            if graphed and by_key.get(key):
+                lines.append(timing.verdict(
+                    f"S={seq}: all course kernels, step in one CUDA graph ≥ 1.0× {what}",
+                    f"{by_key[key] / graphed:.2f}× ({graphed:.2f} vs {by_key[key]:.2f} ms)",
+                    by_key[key] >= graphed, "step times, same run"))
     peaks = {(r.what.split()[2], int(_field(r.what, "S"))): r.value for r in records
              if r.what.startswith("peak memory ")}
     squares = {int(_field(r.what, "S")): r.value for r in records
@@ -300,11 +346,13 @@ def verdicts(records: list[results.Record]) -> list[str]:
                 f"{square:,.0f} = {eager - square:,.0f} MiB)", f"{course:,.0f} MiB",
                 course <= eager - square, "measured, same run"))
     finals = {r.what.split()[2]: r for r in records if r.what.startswith("final loss ")}
-    if "all-course" in finals and finals["all-course"].peer:
-        r = finals["all-course"]
+    for key, who in (("all-course", ""), ("all-course-graph", ", the step in one CUDA graph")):
+        if key not in finals or not finals[key].peer:
+            continue
+        r = finals[key]
         gap = abs(r.value - r.peer) / r.peer
         run = r.what.split(" after ")[1]
-        lines.append(timing.verdict(f"loss within {TARGET_LOSS:.0%} of eager's ({run})",
+        lines.append(timing.verdict(f"loss within {TARGET_LOSS:.0%} of eager's{who} ({run})",
                                     f"{gap:.2%} apart ({r.value:.4f} vs {r.peer:.4f})",
                                     gap <= TARGET_LOSS, "the kernels round differently in bf16 "
                                     "(same seed and data): " +

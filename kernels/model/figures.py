@@ -13,8 +13,11 @@ from kernels.model.breakdown import Timeline
 
 ORDER = ("eager", "+attention", "+norm", "all-course")
 LABELS = {"eager": "eager", "+attention": "+ attention", "+norm": "+ norm",
-          "all-course": "+ activation\n(all course)", "compile": "torch.compile\n(eager model)"}
-COLORS = {"eager": "#8c564b", "all-course": "#1f77b4", "compile": "#7f7f7f"}
+          "all-course": "+ activation\n(all course)", "compile": "torch.compile\n(eager model)",
+          "compile-ro": "torch.compile\nreduce-overhead",
+          "all-course-graph": "all course,\none CUDA graph"}
+COLORS = {"eager": "#8c564b", "all-course": "#1f77b4", "compile": "#7f7f7f",
+          "all-course-graph": "#2ca02c"}
 
 
 def waterfall(times: dict[str, float], title: str, environment: str | None = None):
@@ -54,7 +57,7 @@ def loss_curves(curves: dict[str, dict[int, float] | list[float]], title: str,
         points = curve if isinstance(curve, dict) else dict(enumerate(curve, start=1))
         ax.plot(list(points), list(points.values()), "o-" if len(points) < 30 else "-",
                 label=LABELS.get(key, key).replace("\n", " "), color=COLORS.get(key),
-                alpha=0.8, ls="--" if key == "all-course" else "-")
+                alpha=0.8, ls={"all-course": "--", "all-course-graph": ":"}.get(key, "-"))
     ax.legend()
     if environment:
         plots.note(fig, f"recorded by make bench on {environment}")

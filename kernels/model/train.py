@@ -29,6 +29,7 @@ import torch
 from kernels.model.transformer import Transformer
 
 PRECISIONS = ("fp32", "bf16-autocast", "bf16-master")
+COMPILE_MODES = ("default", "reduce-overhead")  # torch.compile's modes a Trainer takes
 LR = 3e-3  # the tiny model's; GPT-2 small trains at 6e-4 (kernels/model/bench.py)
 BRANCHING = 4  # likely successors of each token
 
@@ -61,13 +62,20 @@ class Trainer:
     """The model, its optimizer and its precision: :meth:`step` is one training step.
 
     ``compiled=True`` runs ``torch.compile`` of the model (its forward and, through AOT
-    autograd, its backward; the optimizer stays as it is)."""
+    autograd, its backward; the optimizer stays as it is); ``compile_mode`` is its ``mode``
+    ("reduce-overhead" replays the compiled forward and backward from CUDA graphs).
+    ``capturable=True`` keeps AdamW's step count on the GPU, so that a CUDA graph can capture
+    the whole step (:mod:`kernels.model.graphed`)."""
 
     def __init__(self, model: Transformer, precision: str = "fp32", lr: float = LR,
-                 compiled: bool = False):
+                 compiled: bool = False, compile_mode: str = "default",
+                 capturable: bool = False):
         if precision not in PRECISIONS:
             raise ValueError(f"precision expected one of {', '.join(PRECISIONS)}, "
                              f"got {precision!r}")
+        if compile_mode not in COMPILE_MODES:
+            raise ValueError(f"compile_mode expected one of {', '.join(COMPILE_MODES)}, "
+                             f"got {compile_mode!r}")
         self.model, self.precision = model, precision
         weights = torch.bfloat16 if precision == "bf16-master" else torch.float32
         model.to(weights)
@@ -78,8 +86,10 @@ class Trainer:
         cuda = params[0].is_cuda
         # fused AdamW on a GPU: one kernel for all parameters (the same for every configuration)
         self.optimizer = torch.optim.AdamW(self.masters or params, lr=lr, betas=(0.9, 0.95),
-                                           weight_decay=0.1, fused=cuda or None)
-        self.forward = torch.compile(model) if compiled else model
+                                           weight_decay=0.1, fused=cuda or None,
+                                           capturable=capturable)
+        self.compiled = compiled
+        self.forward = torch.compile(model, mode=compile_mode) if compiled else model
 
     @property
     def device(self) -> torch.device:

@@ -37,6 +37,7 @@ from kernels.gelu.triton_gelu import triton_device_check
 from kernels.registry import register
 from kernels.rmsnorm import EPS, KERNEL_DTYPES
 from kernels.softmax.triton_softmax import num_warps_for
+from kernels.triton_launch import Launcher, cdiv, next_power_of_2
 
 # The backward keeps four row-sized float32 vectors live (x, dy·w, the weight and the dweight
 # accumulator): at 16384 columns and 16 warps that is already 4 x 32 registers a thread; past
@@ -124,16 +125,20 @@ def forward(x: torch.Tensor, weight: torch.Tensor,
     validation, not repeated here). ``rstd`` holds ``1/sqrt(mean(x²) + eps)`` per row in
     float32 (float64 for float64 x); NaN for rows of no columns, as torch's mean of nothing."""
     rows, cols = x.shape
-    acc, acc_tl = _acc(x.dtype)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     y = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
     rstd = torch.empty(rows, dtype=acc, device=x.device)
     if rows == 0 or cols == 0:
         return y, rstd.fill_(float("nan"))
-    block = triton.next_power_of_2(cols)
-    # strides, not .contiguous(): a transposed x or a strided weight is read in place
-    rmsnorm_fwd_kernel[(rows,)](x, weight, y, rstd, cols, x.stride(0), x.stride(1),
-                                weight.stride(0), y.stride(0), float(eps), ACC=acc_tl,
-                                BLOCK=block, **_launch_options(block))
+
+    def make():  # once per problem: what the key below holds is all it reads
+        block = next_power_of_2(cols)
+        # strides, not .contiguous(): a transposed x or a strided weight is read in place
+        return ((rows,), (cols, x.stride(0), x.stride(1), weight.stride(0), y.stride(0),
+                          float(eps)),
+                {"ACC": _acc(x.dtype)[1], "BLOCK": block, **_launch_options(block)})
+
+    _forward_launch((x.shape, x.stride(), weight.stride(), eps), (x, weight, y, rstd), make)
     return y, rstd
 
 
@@ -142,21 +147,36 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     """``(dx, dweight)`` from the output gradient ``dy`` (x's shape, any strides) and what the
     forward saved: x, weight and rstd."""
     rows, cols = x.shape
-    acc, acc_tl = _acc(x.dtype)
     dx = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
     if rows == 0 or cols == 0:  # dweight is a sum over no rows: zero
         return dx, torch.zeros(cols, dtype=weight.dtype, device=weight.device)
-    rows_per_program = triton.cdiv(rows, backward_programs(rows, x.device))
-    programs = triton.cdiv(rows, rows_per_program)  # none left with no rows at all
-    partial = torch.empty((programs, cols), dtype=acc, device=x.device)
-    block = triton.next_power_of_2(cols)
-    rmsnorm_bwd_kernel[(programs,)](dy, x, weight, rstd, dx, partial, rows, cols,
-                                    rows_per_program, dy.stride(0), dy.stride(1), x.stride(0),
-                                    x.stride(1), weight.stride(0), dx.stride(0),
-                                    partial.stride(0), ACC=acc_tl, BLOCK=block,
-                                    **_launch_options(block))
+    programs, rows_per_program = _split(rows, x.device)
+    partial = torch.empty((programs, cols), dtype=rstd.dtype, device=x.device)
+
+    def make():
+        block = next_power_of_2(cols)
+        return ((programs,), (rows, cols, rows_per_program, dy.stride(0), dy.stride(1),
+                              x.stride(0), x.stride(1), weight.stride(0), dx.stride(0),
+                              partial.stride(0)),
+                {"ACC": _acc(x.dtype)[1], "BLOCK": block, **_launch_options(block)})
+
+    _backward_launch((x.shape, x.stride(), dy.stride(), weight.stride()),
+                     (dy, x, weight, rstd, dx, partial), make)
     # the second reduction: (programs, hidden) -> (hidden,), in float32, rounded once
     return dx, partial.sum(dim=0).to(weight.dtype)
+
+
+# The kernels' launchers: a problem's grid, sizes, strides and compiled kernel are worked out on
+# its first call and looked up on every later one (kernels/triton_launch.py says why and how)
+_forward_launch = Launcher(rmsnorm_fwd_kernel)
+_backward_launch = Launcher(rmsnorm_bwd_kernel)
+
+
+@functools.lru_cache(maxsize=256)  # per (rows, device): the same answer for every call
+def _split(rows: int, device: torch.device) -> tuple[int, int]:
+    """(programs, rows per program) of the backward: no program is left without rows."""
+    rows_per_program = cdiv(rows, backward_programs(rows, device))
+    return cdiv(rows, rows_per_program), rows_per_program
 
 
 class RMSNormFunction(torch.autograd.Function):

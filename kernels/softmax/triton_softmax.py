@@ -14,6 +14,7 @@ from course_utils import env
 from kernels.gelu.triton_gelu import triton_device_check
 from kernels.registry import register
 from kernels.softmax import FLOAT_DTYPES
+from kernels.triton_launch import Launcher, next_power_of_2
 
 # A row lives in registers: beyond this, registers spill and a multi-pass kernel wins.
 MAX_COLUMNS = 1 << 15
@@ -59,8 +60,16 @@ def softmax_triton(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
     if rows == 0 or cols == 0:
         return y
-    block = triton.next_power_of_2(cols)
-    # strides, not .contiguous(): a transposed input is read in place
-    softmax_kernel[(rows,)](x, y, cols, x.stride(0), x.stride(1), y.stride(0), BLOCK=block,
-                            **({} if env.TRITON_INTERPRET else {"num_warps": num_warps_for(block)}))
+
+    def make():  # once per problem (kernels/triton_launch.py): block, warps and strides
+        block = next_power_of_2(cols)
+        # strides, not .contiguous(): a transposed input is read in place
+        return ((rows,), (cols, x.stride(0), x.stride(1), y.stride(0)),
+                {"BLOCK": block, **({} if env.TRITON_INTERPRET
+                                    else {"num_warps": num_warps_for(block)})})
+
+    _launch((x.shape, x.stride()), (x, y), make)
     return y
+
+
+_launch = Launcher(softmax_kernel)  # a problem's launch worked out once, then looked up
