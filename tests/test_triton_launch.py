@@ -163,16 +163,19 @@ def test_the_course_kernels_take_their_constexprs_last():
 
 
 def test_rmsnorm_alternating_problems_match_the_reference():
-    """Plans per problem under the interpreter: two shapes, a strided view and two eps, in
+    """Plans per problem: two shapes, a strided view and two eps, in
     turn, each right (a plan reused for the wrong problem would be wrong here)."""
+    from course_utils import env
     from kernels.rmsnorm import rmsnorm_eager
     from kernels.rmsnorm import triton_rmsnorm as rn
 
-    wide = torch.randn(6, 40)
-    problems = [(torch.randn(5, 33), torch.randn(33), 1e-6),
-                (wide, torch.randn(40), 1e-6),
-                (wide[:, 1:], torch.randn(39), 1e-6),  # an odd offset: not 16-byte aligned
-                (torch.randn(5, 33), torch.randn(33), 0.5)]
+    # (compiled on a GPU: there the second round takes the launchers the plans kept)
+    device = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
+    wide = torch.randn(6, 40, device=device)
+    problems = [(torch.randn(5, 33, device=device), torch.randn(33, device=device), 1e-6),
+                (wide, torch.randn(40, device=device), 1e-6),
+                (wide[:, 1:], torch.randn(39, device=device), 1e-6),  # odd offset: unaligned
+                (torch.randn(5, 33, device=device), torch.randn(33, device=device), 0.5)]
     for _ in range(2):
         for x, w, eps in problems:
             y, _ = rn.forward(x, w, eps)

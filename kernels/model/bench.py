@@ -11,7 +11,9 @@ seed and measures, in one run:
 * the step's time (forward, backward, AdamW; the median of CUDA-event-timed steps), with eager's
   as the peer;
 * its peak memory (``torch.cuda.max_memory_allocated`` over one step: weights, gradients,
-  optimizer state and activations), with eager's as the peer, and the bytes of (S, S) tensors the
+  optimizer state and activations; for a step replayed from a CUDA graph, from its set-up on,
+  since the graph's activations were allocated when it was captured), with eager's as the
+  peer, and the bytes of (S, S) tensors the
   eager step saves for its backward (measured by a hook, :func:`breakdown.saved_square_bytes`);
 * where the time goes (:func:`breakdown.by_category` of a profile, and the launch gaps);
 * the loss of :data:`LOSS_STEPS` steps from one seed and data, eager and all course kernels.
@@ -112,6 +114,11 @@ def _tag(precision: str, seq: int, batch_size: int) -> str:
     return f"{precision} S={seq} B={batch_size}"
 
 
+def _replays_a_graph(config: Config) -> bool:
+    """Whether the step is a CUDA graph's replay (ours, or torch.compile's reduce-overhead)."""
+    return config.graphed or config.compile_mode == "reduce-overhead"
+
+
 def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
             batch_size: int, device: str, lr: float, min_time_s: float = 1.0) -> dict:
     """One configuration at one shape: ``{"ms", "peak MiB", "parts" (ms per part), "gaps ms"}``
@@ -120,6 +127,9 @@ def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
         gc.collect()
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
+        # a replayed CUDA graph allocates nothing: its activations live in the graph's private
+        # pool, allocated while it was captured; so a graphed step's peak counts from here
+        torch.cuda.reset_peak_memory_stats()
     found = trainer(config, model_config, precision, seq, batch_size, device, lr)
     if isinstance(found, str):
         return {"skipped": found}
@@ -132,7 +142,8 @@ def measure(config: Config, model_config: ModelConfig, precision: str, seq: int,
     row = {"ms": step.median}
     if device == "cuda":
         torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        if not _replays_a_graph(config):
+            torch.cuda.reset_peak_memory_stats()
         run_step(tokens, targets)
         torch.cuda.synchronize()
         row["peak MiB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
