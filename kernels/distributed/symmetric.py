@@ -1,6 +1,6 @@
-"""An all-reduce that reads the peers' memory directly: one-shot and two-shot, over symmetric memory.
+"""All-reduces that read the peers' memory directly, one-shot and two-shot, over symmetric memory.
 
-NCCL's all-reduce costs about 35 µs on two NVLink GPUs whatever the message up to a MiB: that is
+NCCL's all-reduce costs tens of µs on two NVLink GPUs whatever the message up to a MiB: that is
 its machinery (proxy threads, channels, a protocol per size), not the link. With *symmetric
 memory* every rank allocates the same buffer and maps every peer's into its own address space
 (``torch.distributed._symmetric_memory``: ``empty``, then ``rendezvous`` hands back the peers'
@@ -26,10 +26,11 @@ end (PyTorch's contract for signal pads).
 
 Why Triton and not CUDA through NVRTC: the kernel is a few loads and adds around two barriers,
 which Triton says in a dozen lines (a peer's pointer is loaded from the int64 pointer array and
-cast with ``.to(tl.pointer_type(...))``; ``tl.atomic_cas(..., sem=, scope="sys")`` is the signal),
-and Triton's interpreter runs the *same* kernel on a laptop: :mod:`kernels.distributed.symmetric_cpu`
-maps each rank's buffer into every rank as shared memory, and two CPU processes then run these
-kernels, barriers and all, so a student without GPUs checks the real protocol. (Scalar atomics
+cast with ``.to(tl.pointer_type(...))``; ``tl.atomic_cas(..., sem=, scope="sys")`` is the
+signal), and Triton's interpreter runs the *same* kernel on a laptop:
+:mod:`kernels.distributed.symmetric_cpu` maps each rank's buffer into every rank as shared
+memory, and two CPU processes then run these kernels, barriers and all, so a student without
+GPUs checks the real protocol. (Scalar atomics
 in Triton are issued by one thread of the block, which then broadcasts the result; a
 ``tl.debug_barrier()`` before sending makes the whole block's reads and writes come first, as
 ``__syncthreads()`` does before PyTorch's own CUDA barrier.)
