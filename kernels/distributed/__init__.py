@@ -6,5 +6,10 @@
   algorithm against bus bandwidth) and a sweep of their times from a few KiB up;
 * :mod:`~kernels.distributed.data_parallel`: data parallelism written by hand on lesson 10's
   model (naive, bucketed and overlapped, ZeRO-1), each against one process and beside
-  ``DistributedDataParallel``.
+  ``DistributedDataParallel``;
+* :mod:`~kernels.distributed.symmetric`: one-shot and two-shot all-reduce kernels (Triton) that
+  read the peers' buffers through symmetric memory, between signal-pad barriers;
+  :mod:`~kernels.distributed.symmetric_cpu` simulates them and runs them in Triton's interpreter
+  on CPU processes sharing memory; :mod:`~kernels.distributed.bench_allreduce` times them on 2
+  GPUs against NCCL and PyTorch's own.
 """

@@ -30,10 +30,10 @@ cast with ``.to(tl.pointer_type(...))``; ``tl.atomic_cas(..., sem=, scope="sys")
 signal), and Triton's interpreter runs the *same* kernel on a laptop:
 :mod:`kernels.distributed.symmetric_cpu` maps each rank's buffer into every rank as shared
 memory, and two CPU processes then run these kernels, barriers and all, so a student without
-GPUs checks the real protocol. (Scalar atomics
-in Triton are issued by one thread of the block, which then broadcasts the result; a
-``tl.debug_barrier()`` before sending makes the whole block's reads and writes come first, as
-``__syncthreads()`` does before PyTorch's own CUDA barrier.)
+GPUs checks the real protocol. (Scalar atomics in Triton are issued by one thread of the block,
+which then broadcasts the result; a ``tl.debug_barrier()`` before sending makes the whole
+block's reads and writes come first, as ``__syncthreads()`` does before PyTorch's own CUDA
+barrier.)
 
 NVLink *multicast* (NVLS: one ``multimem`` store reaching every GPU, a reduction in the switch)
 is off on the course's machines; nothing here uses it.
