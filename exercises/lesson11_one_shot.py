@@ -31,7 +31,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from exercises import Mismatch, compare, exercise, expect
+from exercises import CannotCheck, Mismatch, compare, exercise, expect
 
 ONE_SHOT_STUB = '''
 import triton
@@ -265,6 +265,13 @@ def check_one_shot(one_shot_kernel, report) -> None:
         except Exception as err:  # the interpreter's error names the line
             if isinstance(err.__cause__, Mismatch):  # the recording barrier's, re-raised
                 raise err.__cause__ from None
+            from course_utils import env
+            from exercises.triton_checks import copy_failed
+
+            if not env.TRITON_INTERPRET and copy_failed(err):  # this Triton, not the answer
+                raise CannotCheck(f"this Triton cannot run an interpreted copy of your "
+                                  f"compiled kernel ({err}): the order of its loads, stores "
+                                  "and barriers was not checked") from None
             raise Mismatch(f"{what}: your kernel raised {type(err).__name__}: "
                            f"{str(err).strip().splitlines()[-1] if str(err).strip() else ''}",
                            HINT) from err
