@@ -33,7 +33,32 @@ def multiply_arrived(out, gathered, works, b_shard, rank):
         start += rows
 '''
 
-SOLUTIONS = {"11.halves": _HALVES, "11.pipeline": _PIPELINE}
+_ONE_SHOT = '''
+import triton
+import triton.language as tl
+
+from kernels.distributed.symmetric import barrier
+
+
+@triton.jit
+def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    barrier(signal_pad_ptrs, pid, rank, WORLD)
+    start = pid * BLOCK
+    while start < numel:
+        offsets = start + tl.arange(0, BLOCK)
+        mask = offsets < numel
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for peer in tl.static_range(WORLD):
+            buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type(out.dtype.element_ty))
+            acc += tl.load(buf + offsets, mask=mask).to(tl.float32)
+        tl.store(out + offsets, acc.to(out.dtype.element_ty), mask=mask)
+        start += tl.num_programs(0) * BLOCK
+    barrier(signal_pad_ptrs, pid, rank, WORLD)
+'''
+
+SOLUTIONS = {"11.halves": _HALVES, "11.pipeline": _PIPELINE, "11.one_shot": _ONE_SHOT}
 
 
 def _edit(source: str, old: str, new: str) -> str:
@@ -93,5 +118,68 @@ WRONG = {
         # the rows per rank taken as the chunk's, not the shard's
         "m from the chunk": _edit(_PIPELINE, "    m = out.shape[0] // n\n",
                                   "    m = gathered[0].shape[1]\n"),
+    },
+    "11.one_shot": {
+        # returns as soon as its own reads are done: a peer may still be reading this rank's
+        # buffer when the caller writes the next input into it
+        "no second barrier": _edit(_ONE_SHOT, "        start += tl.num_programs(0) * BLOCK\n"
+                                   "    barrier(signal_pad_ptrs, pid, rank, WORLD)\n",
+                                   "        start += tl.num_programs(0) * BLOCK\n"),
+        # reads first, meets the peers afterwards: their inputs may not be there yet
+        "reads before the barrier": _edit(_ONE_SHOT, "    barrier(signal_pad_ptrs, pid, rank, "
+                                          "WORLD)\n    start = pid * BLOCK",
+                                          "    start = pid * BLOCK").replace(
+            "    barrier(signal_pad_ptrs, pid, rank, WORLD)\n",
+            "    barrier(signal_pad_ptrs, pid, rank, WORLD)\n"
+            "    barrier(signal_pad_ptrs, pid, rank, WORLD)\n"),
+        # sums the peers only: its own input left out
+        "skips its own buffer": _edit(
+            _ONE_SHOT, "            buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type("
+            "out.dtype.element_ty))\n            acc += tl.load(buf + offsets, mask=mask)"
+            ".to(tl.float32)\n",
+            "            if peer != rank:\n                buf = tl.load(buffer_ptrs + peer)"
+            ".to(tl.pointer_type(out.dtype.element_ty))\n                acc += tl.load(buf "
+            "+ offsets, mask=mask).to(tl.float32)\n"),
+        # the ragged last tile read whole: past the message, into what the buffer held before
+        "unmasked loads": _edit(_ONE_SHOT, "tl.load(buf + offsets, mask=mask)",
+                                "tl.load(buf + offsets)"),
+        # bf16 summed in bf16: a rounding at every rank
+        "bf16 accumulator": _edit(_edit(_ONE_SHOT, "acc = tl.zeros([BLOCK], dtype=tl.float32)",
+                                        "acc = tl.zeros([BLOCK], dtype=out.dtype.element_ty)"),
+                                  "acc += tl.load(buf + offsets, mask=mask).to(tl.float32)",
+                                  "acc += tl.load(buf + offsets, mask=mask)"),
+        # the sum written back into every rank's buffer instead of out
+        "writes into the peers' buffers": _edit(
+            _ONE_SHOT, "        tl.store(out + offsets, acc.to(out.dtype.element_ty), "
+            "mask=mask)\n",
+            "        for peer in tl.static_range(WORLD):\n"
+            "            buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type("
+            "out.dtype.element_ty))\n"
+            "            tl.store(buf + offsets, acc.to(out.dtype.element_ty), mask=mask)\n"
+            "        tl.store(out + offsets, acc.to(out.dtype.element_ty), mask=mask)\n"),
+        # one tile per program: with fewer programs than tiles the rest of out is never written
+        "no stride": _edit(_ONE_SHOT, "    while start < numel:", "    if start < numel:"),
+        # every block on the slots of block 0: blocks of one rank would take each other's
+        # signals
+        "barrier of block 0": _ONE_SHOT.replace("barrier(signal_pad_ptrs, pid, rank, WORLD)",
+                                                "barrier(signal_pad_ptrs, 0, rank, WORLD)"),
+    },
+}
+
+
+# mechanical mutants that behave exactly like the solution (exercises.mutants skips them)
+EQUIVALENT = {
+    "11.one_shot": {
+        "bound: line 14: while start < numel:  ->  while start <= numel:":
+            "when start == numel the extra pass has every lane masked off: it loads the pointer "
+            "array and nothing else, stores nothing",
+        "narrowed: line 17: acc = tl.zeros([BLOCK], dtype=tl.float32)  ->  acc = tl.zeros("
+        "[BLOCK], dtype=tl.float16)":
+            "static_range unrolls the peers' loop and the first += adds an fp32 value, which "
+            "promotes acc to fp32 before any sum is taken",
+        "narrowed: line 20: acc += tl.load(buf + offsets, mask=mask).to(tl.float32)  ->  "
+        "acc += tl.load(buf + offsets, mask=mask)":
+            "acc is fp32, so fp32 + bf16 promotes the loaded value to fp32 before adding: the "
+            "same sum in the same precision",
     },
 }

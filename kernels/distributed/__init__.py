@@ -9,7 +9,13 @@
   ``DistributedDataParallel``;
 * :mod:`~kernels.distributed.tensor_parallel`: a tensor-parallel matmul whose all-gather is
   pipelined with its chunks, beside the unfused sequence and PyTorch's
-  ``fused_all_gather_matmul``.
+  ``fused_all_gather_matmul``;
+* :mod:`~kernels.distributed.symmetric`: one-shot and two-shot all-reduce kernels (Triton) that
+  read the peers' buffers through symmetric memory, between signal-pad barriers;
+  :mod:`~kernels.distributed.symmetric_cpu` simulates them and runs them in Triton's interpreter
+  on CPU processes sharing memory; :mod:`~kernels.distributed.bench_allreduce` times them on 2
+  GPUs against NCCL and PyTorch's own.
 
-Their 2-GPU benchmarks: ``bench_tensor_parallel.py`` and ``bench_data_parallel.py``.
+Their 2-GPU benchmarks: ``bench_allreduce.py``, ``bench_tensor_parallel.py`` and
+``bench_data_parallel.py``.
 """

@@ -1,0 +1,162 @@
+"""The symmetric-memory all-reduces without GPUs: their steps in PyTorch, and the real kernels in
+Triton's interpreter on CPU processes that share memory.
+
+* :func:`simulate` takes every rank's buffer in one process and does what each rank's kernel
+  does, step by step, with PyTorch ops: the algorithm, readable, on any machine.
+* :class:`SharedBuffers` is symmetric memory made of CPU shared memory: each rank of a gloo
+  group creates a file in ``/dev/shm`` and maps every peer's, so that, as on GPUs, a rank holds
+  the address of every peer's buffer and signal pad in its own address space.
+  :func:`interpreted_all_reduce` (a rank's work, started by :func:`run`) then runs the kernels
+  of :mod:`kernels.distributed.symmetric` in Triton's interpreter on those addresses: the same
+  loads of peer pointers, the same spinning compare-and-swap barriers between real processes.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import torch
+import torch.distributed as dist
+
+from kernels.distributed import launch as ranks
+from kernels.distributed import symmetric
+
+
+def chunks(numel: int, world_size: int) -> list[range]:
+    """The two-shot's chunks: ``world_size`` ranges of ``ceil(numel / world_size)`` elements,
+    the last ones short or empty (as the kernel cuts them)."""
+    size = -(-numel // world_size)
+    return [range(min(r * size, numel), min((r + 1) * size, numel)) for r in range(world_size)]
+
+
+def simulate(buffers: list[torch.Tensor], method: str = "one_shot") -> list[torch.Tensor]:
+    """What every rank's kernel leaves in its output, given ``buffers[r]``, rank ``r``'s input in
+    its symmetric buffer (1-D, same length and dtype on every rank). The two-shot also rewrites
+    each rank's own chunk of ``buffers`` in place, as the kernel does."""
+    if not buffers or any(not isinstance(b, torch.Tensor) for b in buffers):
+        raise ValueError(f"buffers expected a non-empty list of tensors, got {buffers!r:.80}")
+    for b in buffers:
+        symmetric.check_input(b, method)
+        if b.shape != buffers[0].shape or b.dtype != buffers[0].dtype or b.dim() != 1:
+            raise ValueError(f"buffers expected 1-D tensors of one shape and dtype, got "
+                             f"{[(tuple(x.shape), x.dtype) for x in buffers]}")
+    n = len(buffers)
+    if method == "one_shot":
+        # each rank reads every buffer (its own included), sums in fp32, rounds once
+        total = sum(b.float() for b in buffers)
+        return [total.to(buffers[0].dtype) for _ in range(n)]
+    parts = chunks(buffers[0].numel(), n)
+    for r, part in enumerate(parts):  # reduce-scatter: rank r reduces chunk r into its buffer
+        sl = slice(part.start, part.stop)
+        buffers[r][sl] = sum(b[sl].float() for b in buffers).to(buffers[r].dtype)
+    # (barrier) then all-gather: every rank copies chunk p from rank p's buffer
+    gathered = torch.cat([buffers[p][part.start:part.stop] for p, part in enumerate(parts)])
+    return [gathered.clone() for _ in range(n)]
+
+
+class SharedBuffers:
+    """(Inside a gloo rank.) ``nbytes`` of CPU memory per rank plus a signal pad, mapped into
+    every rank of the group: ``buffer_ptrs[p]`` and ``signal_pad_ptrs[p]`` are addresses of
+    rank ``p``'s in *this* process, as ``rendezvous`` gives them on GPUs. A collective."""
+
+    def __init__(self, nbytes: int, pad_bytes: int | None = None):
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.nbytes = -(-nbytes // 16) * 16
+        pad_bytes = pad_bytes or symmetric.MAX_BLOCKS * self.world_size * symmetric.SIGNAL_BYTES
+        name = f"/dev/shm/course-symm-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        with open(name, "wb") as f:  # zeros: empty buffers, every signal slot 0
+            f.truncate(self.nbytes + pad_bytes)
+        names = [None] * self.world_size
+        dist.all_gather_object(names, name)
+        # shared=True maps the file itself: a store by one rank is a store into every rank's
+        # view of it (the mappings outlive the file, removed once every rank holds it)
+        self._storages = [torch.UntypedStorage.from_file(n, shared=True,
+                                                         nbytes=self.nbytes + pad_bytes)
+                          for n in names]
+        dist.barrier()
+        os.unlink(name)
+        bases = [s.data_ptr() for s in self._storages]
+        self.buffer_ptrs = torch.tensor(bases, dtype=torch.int64)
+        self.signal_pad_ptrs = torch.tensor([b + self.nbytes for b in bases], dtype=torch.int64)
+
+    def view(self, numel: int, dtype: torch.dtype, rank: int | None = None) -> torch.Tensor:
+        """The first ``numel`` elements of rank ``rank``'s buffer (this rank's by default)."""
+        size = torch.tensor([], dtype=dtype).element_size()
+        if numel * size > self.nbytes:
+            raise ValueError(f"numel expected at most {self.nbytes // size} elements, got "
+                             f"{numel}")
+        t = torch.empty(0, dtype=torch.uint8)
+        t.set_(self._storages[self.rank if rank is None else rank], 0, (numel * size,))
+        return t.view(dtype)
+
+    def signal_pad(self, rank: int | None = None) -> torch.Tensor:
+        """Rank ``rank``'s signal pad (int32), this rank's by default."""
+        storage = self._storages[self.rank if rank is None else rank]
+        t = torch.empty(0, dtype=torch.uint8)
+        t.set_(storage, self.nbytes, (storage.nbytes() - self.nbytes,))
+        return t.view(torch.int32)
+
+
+def interpreted_all_reduce(numels: list[int], dtype: torch.dtype = torch.float32,
+                           method: str = "one_shot", seed: int = 0, calls: int = 2) -> list[dict]:
+    """(A rank's work, in Triton's interpreter: start it with :func:`run`.) For each length in
+    ``numels``, ``calls`` all-reduces in a row by the kernel ``method`` on random inputs, every
+    rank's buffer the same shared memory. Returns per length this rank's inputs, its outputs,
+    and whether its signal pad was all zeros after (every signal sent was taken)."""
+    if not _interpreted():
+        raise RuntimeError("interpreted_all_reduce runs the kernels in Triton's interpreter: "
+                           "start it with symmetric_cpu.run (TRITON_INTERPRET=1 in the ranks)")
+    size = torch.tensor([], dtype=dtype).element_size()
+    shared = SharedBuffers(max(numels) * size)
+    g = torch.Generator().manual_seed(seed * 1000 + shared.rank)
+    rows = []
+    for numel in numels:
+        inputs, outputs = [], []
+        for _ in range(calls):
+            x = torch.randn(numel, generator=g).to(dtype)
+            # the caller's copy into the symmetric buffer: a rank may only do it once no peer
+            # reads the buffer any more, which the last call's final barrier guaranteed
+            shared.view(numel, dtype).copy_(x)
+            out = torch.empty(numel, dtype=dtype)
+            symmetric.launch(shared.buffer_ptrs, shared.signal_pad_ptrs, out, numel,
+                             shared.rank, shared.world_size, method)
+            inputs.append(x)
+            outputs.append(out)
+        dist.barrier()  # every rank is done with this length: no signal may be in flight
+        clear = not shared.signal_pad().any().item()
+        dist.barrier()  # (else a fast peer's next call may already have signalled)
+        rows.append({"numel": numel, "inputs": inputs, "outputs": outputs, "pad_clear": clear})
+    return rows
+
+
+def _interpreted() -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(symmetric.one_shot_kernel, InterpretedFunction)
+
+
+def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "one_shot",
+        world_size: int = 2, seed: int = 0, timeout_s: float = 120.0) -> list[list[dict]]:
+    """:func:`interpreted_all_reduce` on ``world_size`` CPU processes (gloo), with
+    ``TRITON_INTERPRET=1`` in their environment (on any machine, a GPU one too). Each rank's
+    list of rows, rank 0 first; a barrier that never completes ends as a WorkerError."""
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"  # the spawned ranks inherit it, before Triton loads
+    try:
+        return ranks.run(interpreted_all_reduce, world_size, numels, dtype, method, seed,
+                         device="cpu", timeout_s=timeout_s)
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+def expected(rows: list[list[dict]]) -> list[list[torch.Tensor]]:
+    """Per length and call, the sum of every rank's input in fp32, rounded to their dtype."""
+    found = []
+    for i in range(len(rows[0])):
+        found.append([sum(rank[i]["inputs"][c].float() for rank in rows).to(
+            rows[0][i]["inputs"][c].dtype) for c in range(len(rows[0][i]["inputs"]))])
+    return found
