@@ -26,6 +26,7 @@ when ``group · Sq`` fits one block of rows. Causal and window masks are applied
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -63,6 +64,13 @@ def gpu_config(head_dim: int, dtype: torch.dtype) -> Config:
         return Config(block_n=32, programs_per_sm=4, num_warps=4, num_stages=2)
     return Config(block_n=64 if head_dim >= 128 else 128, programs_per_sm=4, num_warps=4,
                   num_stages=3)
+
+
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    """The GPU's streaming multiprocessors (asked once per device: a call's host time counts
+    when decoding takes tens of microseconds)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def packs(q: torch.Tensor, k: torch.Tensor) -> bool:
@@ -176,8 +184,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     if split_keys is None and env.TRITON_INTERPRET:
         split_keys = INTERPRETER_KEYS_PER_SPLIT
     elif split_keys is None:
-        n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
-        split_keys = keys_per_split(b * kv_heads, seq_k, config, n_sm)
+        split_keys = keys_per_split(b * kv_heads, seq_k, config, sm_count(q.device))
     if not isinstance(split_keys, int) or split_keys < 1:
         raise ValueError(f"triton_decode.forward: split_keys expected a number of keys >= 1, "
                          f"got {split_keys!r}")
