@@ -11,7 +11,15 @@ import torch.nn.functional as F
 
 import kernels
 from course_utils import env
-from kernels.attention import attention_eager, autograd, naive, sdpa, triton_fwd, visible
+from kernels.attention import (
+    attention_eager,
+    autograd,
+    naive,
+    sdpa,
+    triton_decode,
+    triton_fwd,
+    visible,
+)
 from kernels.attention.hopper import fwd as hopper
 
 DEVICE = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
@@ -157,3 +165,102 @@ def test_the_variants_bench_reads_its_targets_from_records():
     lines = bv.verdicts(records)
     assert len(lines) == 2  # ours only
     assert "1.20×: as expected" in lines[0] and "67%: NOT here" in lines[1]
+    # what the bench printed once for Sk = 32768: a rate no memory can give is no success
+    broken = Record(bv.LESSON, "triton GQA decode bf16 B=8 Hq=32 Hkv=8 Sk=32768 D=128", 11483.0,
+                    "GB/s", 3006.0, "device copy bandwidth, same run")
+    (line,) = bv.verdicts([broken])
+    assert "382% of copy is impossible" in line and "as expected" not in line
+
+
+def test_the_decode_problem_is_one_query_that_sees_every_key():
+    """The bench once timed decoding with causal=True: top-left aligned, one query sees key 0
+    alone, so every provider read one key while the label and the byte count said 1 GiB."""
+    from kernels.attention import bench_variants as bv
+
+    q, k, v, causal = bv.decode_problem(2, 8, 2, 100, 16, device="cpu", dtype=torch.float32)
+    assert q.shape == (2, 8, 1, 16) and k.shape == v.shape == (2, 2, 100, 16)
+    everything = 2 * k.numel() * k.element_size()
+    assert bv.bytes_needed(q, k, v, causal) == everything
+    assert bv.bytes_needed(q, k, v, True) == everything // 100  # the trap: one key of 100
+    # and the output depends on the last key, as a decoding step's must
+    v2 = v.clone()
+    v2[:, :, -1] += 1.0
+    assert not torch.equal(attention_eager(q, k, v, causal), attention_eager(q, k, v2, causal))
+
+
+def test_the_varlen_lengths_are_ragged_and_sum_to_about_the_total():
+    from kernels.attention import bench_variants as bv
+
+    lengths = bv.varlen_lengths(16, 32768)
+    assert len(lengths) == 16 and all(n % 64 for n in lengths)
+    assert abs(sum(lengths) - 32768) <= 32 and len(set(lengths)) > 8
+
+
+# -- PackGQA: decoding with the group's query heads packed into one program ---------------------
+
+# (B, H, H_kv, Sq, Sk, D, causal, window): groups of 1, 2, 4, 8; one query and three; ragged Sk;
+# D = 16, 64, 128; causal (top-left: query i sees keys <= i), a window, and queries that see
+# no key at all
+PACKED = [
+    (2, 4, 4, 1, 70, 64, False, None),
+    (1, 4, 2, 3, 77, 64, False, None),
+    (2, 8, 2, 1, 97, 16, True, None),
+    (1, 8, 1, 3, 40, 128, False, None),
+    (1, 16, 2, 3, 65, 64, True, 2),
+    (1, 4, 1, 3, 1, 16, True, 1),
+    (3, 2, 1, 1, 33, 16, False, None),
+]
+
+
+@pytest.mark.parametrize("shape", PACKED, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_packed_forward_matches_float64_and_the_dense_one(shape, dtype):
+    b, h, h_kv, sq, sk, d, causal, window = shape
+    q, k, v = _problem(b, h, h_kv, sq, sk, d, dtype)
+    assert triton_decode.packs(q, k)
+    out, lse2 = triton_decode.forward(q, k, v, causal, window)
+    dense_out, dense_lse2 = triton_fwd.forward(q, k, v, causal, window)
+    exact = attention_eager(*(t.double() for t in (q, k, v)), causal, window)
+    err = (out.double() - exact).abs().max() / exact.abs().max().clamp_min(1e-30)
+    assert err <= TOL[dtype], err
+    # the same log-sum-exp (the backward reads it): -inf where a query sees no key
+    torch.testing.assert_close(lse2, dense_lse2, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(out, dense_out, atol=2 * TOL[dtype], rtol=2 * TOL[dtype])
+
+
+@pytest.mark.parametrize("shape", PACKED[1:6:2], ids=str)
+def test_gradients_through_the_packed_forward(shape):
+    b, h, h_kv, sq, sk, d, causal, window = shape
+    q, k, v = _problem(b, h, h_kv, sq, sk, d, torch.float32)
+    found = autograd.gradient_errors(q, k, v, causal, window)
+    for name, err in found["triton"].items():
+        assert err <= max(TOL[torch.float32], 2 * found["sdpa"][name]), (name, found)
+
+
+def test_splits_of_the_keys_combine_to_one():
+    q, k, v = _problem(2, 8, 2, 3, 130, 16, torch.float32)
+    whole = triton_decode.forward(q, k, v, split_keys=256)  # one split
+    for keys in (16, 48, 64):  # 9, 3 and 3 splits, the last ragged
+        for got, want in zip(triton_decode.forward(q, k, v, split_keys=keys), whole, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # causal with 3 queries: every split past key 2 sees nothing, and weighs nothing
+    torch.testing.assert_close(triton_decode.forward(q, k, v, True, split_keys=16)[0],
+                               attention_eager(q, k, v, True), atol=1e-5, rtol=1e-5)
+
+
+def test_autograd_packs_by_shape(monkeypatch):
+    calls = []
+    for module in (triton_decode, triton_fwd):
+        real = module.forward
+        monkeypatch.setattr(module, "forward",
+                            lambda *a, real=real, name=module.__name__, **kw:
+                            calls.append(name.rsplit(".", 1)[1]) or real(*a, **kw))
+    for h, h_kv, sq, path in ((32, 8, 1, "triton_decode"), (8, 1, 8, "triton_decode"),
+                              (8, 1, 9, "triton_fwd"), (4, 4, 64, "triton_decode"),
+                              (4, 4, 65, "triton_fwd")):
+        q, k, v = _problem(1, h, h_kv, sq, 8, 16, torch.float32)
+        calls.clear()
+        autograd.attention(q, k, v)
+        assert calls == [path], (h, h_kv, sq, calls)
+    with pytest.raises(ValueError, match="triton_decode.forward: q expected group · Sq <= 64"):
+        triton_decode.forward(*_problem(1, 8, 1, 9, 8, 16, torch.float32))

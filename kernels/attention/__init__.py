@@ -157,3 +157,6 @@ def variant_reason(q: torch.Tensor, k: torch.Tensor, window: int | None, *, gqa:
 
 # The providers register themselves on import (after the op is defined above).
 from kernels.attention import autograd, hopper, naive, sdpa  # noqa: E402, F401
+
+# sequences of different lengths packed in one batch: a function of its own (varlen.py says why)
+from kernels.attention.varlen import varlen_attention  # noqa: E402, F401

@@ -1,6 +1,8 @@
 """The Triton forward and backward as one differentiable op: a ``torch.autograd.Function``.
 
-``forward`` runs :func:`triton_fwd.forward` and keeps what the backward needs: the inputs, the
+``forward`` runs :func:`triton_fwd.forward` (or, for few queries, :func:`triton_decode.forward`:
+the query heads of a group packed into one program, the keys split across programs; see
+:func:`forward_by_shape`) and keeps what the backward needs: the inputs, the
 output ``O`` and the log-sum-exp per query (``B·H·Sq`` floats: linear in S, where eager
 attention keeps the ``S × S`` probabilities for its backward). ``backward`` gets ``dO`` and
 returns ``(dQ, dK, dV)`` from :func:`triton_bwd.backward`, and ``None`` for ``causal``.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.attention import triton_bwd, triton_fwd
+from kernels.attention import triton_bwd, triton_decode, triton_fwd
 from kernels.registry import OPS, register
 
 
@@ -57,10 +59,20 @@ def gradient_errors(q, k, v, causal: bool = False,
     return found
 
 
+def forward_by_shape(q, k, v, causal: bool = False, window: int | None = None):
+    """``(O, lse2)`` by the path that suits the shape: decoding (``group · Sq`` packed rows fit
+    one program, :func:`triton_decode.packs`) takes the packed, split-KV kernel, which loads
+    each K/V block once per group; longer queries take :func:`triton_fwd.forward`. Both return
+    the same layouts, so one backward serves both."""
+    if triton_decode.packs(q, k):
+        return triton_decode.forward(q, k, v, causal, window)
+    return triton_fwd.forward(q, k, v, causal, window)
+
+
 class FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal, window):
-        o, lse = triton_fwd.forward(q, k, v, causal, window)
+        o, lse = forward_by_shape(q, k, v, causal, window)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.window = causal, window
         return o
@@ -88,7 +100,7 @@ def _attention(q, k, v, causal=False, window=None):
     # (what the registry calls: it has asked the same questions already)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return FlashAttention.apply(q, k, v, causal, window)
-    return triton_fwd.forward(q, k, v, causal, window)[0]  # inference: nothing saved
+    return forward_by_shape(q, k, v, causal, window)[0]  # inference: nothing saved
 
 register("attention", "triton", fn=_attention, dtypes=triton_fwd.DTYPES, needs=("triton",),
          check=triton_fwd.reason,

@@ -2,8 +2,10 @@
 configurations timed, and the providers against SDPA's backends.
 
     python -m kernels.attention.gpu_check [--out DIR] [--skip-tune]
+    python -m kernels.attention.gpu_check --decode   # the packed decoding kernel's candidates
 
-It is how ``triton_fwd.gpu_config`` and ``triton_bwd.gpu_configs`` were chosen: it prints every
+It is how ``triton_fwd.gpu_config``, ``triton_bwd.gpu_configs`` and ``triton_decode.gpu_config``
+were chosen: it prints every
 candidate's time next to the others, so a new GPU can be tuned the same way. ``make bench``
 (``bench.py``) records the measurements; this script only prints.
 """
@@ -21,7 +23,7 @@ import torch
 
 import kernels
 from course_utils import env, timing
-from kernels.attention import autograd, sdpa, triton_bwd, triton_fwd
+from kernels.attention import autograd, sdpa, triton_bwd, triton_decode, triton_fwd
 from kernels.registry import OPS, verify
 
 FWD_CANDIDATES = [triton_fwd.Config(*c) for c in (
@@ -33,6 +35,11 @@ KV_CANDIDATES = [triton_bwd.Config(*c) for c in (
 Q_CANDIDATES = [triton_bwd.Config(*c) for c in (
     (128, 64, 8, 2), (128, 32, 4, 5), (128, 64, 4, 2), (64, 64, 4, 2), (64, 32, 4, 3),
     (128, 32, 8, 3), (128, 64, 8, 3))]
+
+# (keys a step, programs per SM, warps, stages) of the packed decoding kernel
+DECODE_CANDIDATES = [triton_decode.Config(*c) for c in (
+    (64, 2, 4, 3), (64, 4, 4, 3), (64, 8, 4, 3), (64, 4, 8, 3), (64, 4, 4, 2), (128, 2, 4, 3),
+    (128, 4, 4, 3), (128, 4, 8, 3), (128, 8, 8, 3), (32, 4, 4, 4), (64, 16, 4, 3))]
 
 
 def section(title: str) -> None:
@@ -166,6 +173,37 @@ def tune(results: dict) -> None:
 
 
 @guarded
+def tune_decode(results: dict) -> None:
+    section("decoding with GQA (packed, split-KV), bf16, one query, % of copy bandwidth")
+    for b, h, h_kv, sk, d in ((8, 32, 8, 8192, 128), (8, 32, 8, 32768, 128), (1, 32, 8, 8192, 128),
+                              (8, 32, 32, 4096, 128), (8, 32, 8, 8192, 64)):
+        q = torch.randn(b, h, 1, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, h_kv, sk, d, device="cuda", dtype=torch.bfloat16)
+                for _ in range(2))
+        moved = 2 * k.numel() * k.element_size()
+        copy = timing.copy_bandwidth(moved)
+        exact = kernels.reference("attention")(q, k, v)
+        label = f"B={b} Hq={h} Hkv={h_kv} Sk={sk} D={d}"
+        for name, fn in (("dense triton_fwd", lambda: triton_fwd.forward(q, k, v)),  # noqa: B023
+                         ("sdpa cudnn", lambda: sdpa.attention("cudnn", q, k, v))):  # noqa: B023
+            print(f"  {label} {name:34s} {timing.gbps(moved, ms(fn)) / copy:5.0%} of copy")
+        rows = []
+        for c in DECODE_CANDIDATES:
+            try:
+                err = (triton_decode.forward(q, k, v, config=c)[0].float() - exact.float()).abs()
+                t = ms(lambda c=c: triton_decode.forward(q, k, v, config=c))  # noqa: B023
+            except Exception as e:
+                print(f"  {label} {c}: {type(e).__name__} {str(e)[:100]}")
+                continue
+            rows.append((t, c))
+            print(f"  {label} {c!s:34s} {timing.gbps(moved, t) / copy:5.0%} of copy, "
+                  f"max error {err.max().item():.1e}", flush=True)
+        rows.sort(key=lambda r: r[0])
+        print(f"  -> best {label}: {rows[0][1]} ({timing.gbps(moved, rows[0][0]) / copy:.0%})")
+        results[f"decode_best {label}"] = str(rows[0][1])
+
+
+@guarded
 def measure(results: dict) -> None:
     section("providers against SDPA's backends, bf16, D=128, H=16 (TFLOP/s, x flash)")
     for s, b in ((4096, 4), (8192, 2), (16384, 1)):
@@ -228,9 +266,14 @@ def main() -> int:
     parser.add_argument("--skip-tune", action="store_true")
     parser.add_argument("--only-instructions", action="store_true",
                         help="compile the D=128 bf16 kernels and print their instructions")
+    parser.add_argument("--decode", action="store_true",
+                        help="only the packed decoding kernel's candidate configurations")
     args = parser.parse_args()
     print(env.environment_line(), flush=True)
     results: dict = {}
+    if args.decode:
+        tune_decode(results)
+        return 0
     if args.only_instructions:
         for causal in (False, True):
             q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.bfloat16,
@@ -242,6 +285,7 @@ def main() -> int:
     check_gradients()
     if not args.skip_tune:
         tune(results)
+        tune_decode(results)
     measure(results)
     memory(results)
     instructions()
