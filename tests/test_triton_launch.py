@@ -220,6 +220,11 @@ def test_the_compiled_launcher_path_computes_what_tritons_path_does():
             w = want[name]
             torch.testing.assert_close(g.double(), w, atol=1e-2 * max(1.0, w.abs().max().item()),
                                        rtol=1e-2, msg=lambda m, name=name: f"{name}: {m}")
+        # decoding with grouped-query attention: the packed, split-KV path and its combine
+        q, k, v = fresh(2, 8, 1, 64), fresh(2, 2, 700, 64), fresh(2, 2, 700, 64)
+        torch.testing.assert_close(attention_autograd.attention(q, k, v, False).float(),
+                                   attention_eager(*(t.float() for t in (q, k, v)), False),
+                                   atol=2e-2, rtol=2e-2)
         x = fresh(5000)
         torch.testing.assert_close(triton_gelu.forward(x), F.gelu(x, approximate="tanh"),
                                    atol=2e-2, rtol=2e-2)
@@ -227,10 +232,11 @@ def test_the_compiled_launcher_path_computes_what_tritons_path_does():
         torch.testing.assert_close(triton_softmax.softmax_triton(s), torch.softmax(s, -1),
                                    atol=2e-2, rtol=2e-2)
     torch.cuda.synchronize()
-    from kernels.attention import triton_bwd, triton_fwd
+    from kernels.attention import triton_bwd, triton_decode, triton_fwd
 
     for launcher in (triton_rmsnorm._forward_launch, triton_rmsnorm._backward_launch,
                      triton_gelu._forward_launch, triton_softmax._launch, triton_fwd._launch,
-                     triton_bwd._delta_launch, triton_bwd._dkdv_launch, triton_bwd._dq_launch):
+                     triton_bwd._delta_launch, triton_bwd._dkdv_launch, triton_bwd._dq_launch,
+                     triton_decode._packed, triton_decode._combine):
         assert launcher.plans and all(p.run is not None for p in launcher.plans.values()), \
             f"{launcher.kernel}: no compiled launcher kept (Triton's path on every call)"

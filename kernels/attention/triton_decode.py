@@ -36,6 +36,7 @@ import triton.language as tl
 
 from course_utils import env
 from kernels.attention.triton_fwd import LOG2E, _masked_step, attend_block
+from kernels.triton_launch import Launcher, cdiv, next_power_of_2
 
 PACK_ROWS = 64  # the most packed rows (group · Sq) one program holds
 
@@ -82,9 +83,9 @@ def packs(q: torch.Tensor, k: torch.Tensor) -> bool:
 def keys_per_split(batch_kv: int, seq_k: int, config: Config, n_sm: int) -> int:
     """Keys per program: enough splits for about ``programs_per_sm · n_sm`` programs, each a
     whole number of ``block_n`` blocks (so only the last split of a row has a ragged block)."""
-    splits = max(1, min(triton.cdiv(config.programs_per_sm * n_sm, batch_kv),
-                        triton.cdiv(seq_k, config.block_n)))
-    return triton.cdiv(triton.cdiv(seq_k, splits), config.block_n) * config.block_n
+    splits = max(1, min(cdiv(config.programs_per_sm * n_sm, batch_kv),
+                        cdiv(seq_k, config.block_n)))
+    return cdiv(cdiv(seq_k, splits), config.block_n) * config.block_n
 
 
 @triton.jit
@@ -188,19 +189,29 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     if not isinstance(split_keys, int) or split_keys < 1:
         raise ValueError(f"triton_decode.forward: split_keys expected a number of keys >= 1, "
                          f"got {split_keys!r}")
-    splits = triton.cdiv(seq_k, split_keys)
+    splits = cdiv(seq_k, split_keys)
     rows_total = b * h * seq_q
     part_o = torch.empty((splits, rows_total, d), dtype=torch.float32, device=q.device)
     part_lse = torch.empty((splits, rows_total), dtype=torch.float32, device=q.device)
     launch = {} if env.TRITON_INTERPRET else {"num_warps": config.num_warps,
                                               "num_stages": config.num_stages}
-    packed_fwd_kernel[(splits, b * kv_heads)](
-        q, k, v, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(),
-        kv_heads, group, seq_q, seq_k, split_keys, rows_total, window or 0,
-        LOG2E / math.sqrt(d), HEAD_DIM=d, BLOCK_M=max(16, triton.next_power_of_2(group * seq_q)),
-        BLOCK_N=config.block_n, CAUSAL=causal, WINDOW=window is not None,
-        IEEE=q.dtype == torch.float32, **launch)
-    combine_kernel[(rows_total,)](
-        part_o, part_lse, o, lse, h, seq_q, splits, rows_total, *o.stride(), HEAD_DIM=d,
-        BLOCK_S=max(2, triton.next_power_of_2(splits)))
+    # a decoding step is tens of microseconds of GPU time: both launches go through a plan per
+    # problem (kernels/triton_launch.py), not kernel[grid]'s per-call binding
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, causal, window,
+           config, split_keys)
+    _packed(key, (q, k, v, part_o, part_lse), lambda: (
+        (splits, b * kv_heads), (*q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q,
+                                 seq_k, split_keys, rows_total, window or 0,
+                                 LOG2E / math.sqrt(d)),
+        {"HEAD_DIM": d, "BLOCK_M": max(16, next_power_of_2(group * seq_q)),
+         "BLOCK_N": config.block_n, "CAUSAL": causal, "WINDOW": window is not None,
+         "IEEE": q.dtype == torch.float32, **launch}))
+    _combine(key, (part_o, part_lse, o, lse), lambda: (
+        (rows_total,), (h, seq_q, splits, rows_total, *o.stride()),
+        {"HEAD_DIM": d, "BLOCK_S": max(2, next_power_of_2(splits))}))
     return o, lse
+
+
+# each kernel's plans per problem: grid, arguments and compiled kernel, worked out once
+_packed = Launcher(packed_fwd_kernel)
+_combine = Launcher(combine_kernel)
