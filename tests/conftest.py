@@ -26,6 +26,9 @@ def pytest_configure(config):
 SPREAD = ("tests/test_exercises.py", "tests/test_supports_edges.py")
 
 
+# (optional: `pytest -p no:xdist`, or a machine without pytest-xdist, has no such hook, and a
+# plain hook would stop the run with "unknown hook")
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadfile":
         return None  # xdist's own scheduler

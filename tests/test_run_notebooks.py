@@ -157,3 +157,20 @@ def test_the_course_cells_that_rebuild_on_purpose_carry_the_tag():
             if cell.cell_type == "code" and "compile_times(" in cell.source:
                 tagged[path.name] = run_notebooks.COLD_BUILD_TAG in cell.metadata.get("tags", [])
     assert tagged == {"04_nvrtc.ipynb": True}
+
+
+def test_the_suite_runs_without_xdist():
+    """`pytest -p no:xdist` (or a machine without pytest-xdist) collects the suite: the
+    conftest's scheduler hook is optional (it stopped a run on the two-GPU box with
+    "unknown hook 'pytest_xdist_make_scheduler'")."""
+    import subprocess
+    import sys
+
+    from course_utils import env
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
+                           "no:cacheprovider", "--collect-only", "-q", "tests/test_timing.py"],
+                          capture_output=True, text=True, cwd=env.ROOT, timeout=300,
+                          env=env.child_environment())
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "INTERNALERROR" not in done.stdout + done.stderr
