@@ -241,7 +241,7 @@ def _judge(trace: _Trace, world: int, what: str) -> None:
 
 @exercise("11.one_shot", title="A one-shot all-reduce kernel", stub=ONE_SHOT_STUB,
           answers=("one_shot_kernel",),
-          section="The one-shot and two-shot kernels", intro="""
+          section="The barrier: signal pads and memory ordering", intro="""
 Write the body of `one_shot_kernel`: the first barrier, then for each tile the sum of every
 rank's buffer (its pointer loaded from `buffer_ptrs`) in fp32, stored into `out`, then the last
 barrier. The check runs your kernel in Triton's interpreter on 2 and 4 simulated ranks, one
