@@ -21,10 +21,35 @@ def test_every_lesson_has_three_exercises():
         assert len(exercises.all_exercises(lesson)) >= 3, lesson
     # lesson 10 has two: a kernel swapped into the model (10.swap) and a share predicted
     assert len(exercises.all_exercises("10")) >= 2
-    # lesson 11 has one: an all-reduce built from its halves, run on 2 gloo processes
-    assert len(exercises.all_exercises("11")) >= 1
+    # lesson 11: an all-reduce from its halves, a one-shot kernel, a pipelined matmul
+    assert len(exercises.all_exercises("11")) >= 3
     # lesson 04 keeps 04.sweep; its traps' two exercises moved with them to appendix A1
     assert len(exercises.all_exercises("04")) + len(exercises.all_exercises("A1")) >= 3
+
+
+def test_no_notebook_prints_an_answer_before_its_exercise():
+    """A cell before an exercise must not print the course's own version of what the student
+    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 11 once
+    printed ``one_shot_kernel`` two cells above exercise 11.one_shot."""
+    import json
+    import re
+
+    from course_utils import env
+
+    shown = []
+    for path in sorted((env.ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for i, cell in enumerate(cells):
+            m = re.match(r"### ✏️ Exercise (\S+):", "".join(cell["source"]))
+            if cell["cell_type"] != "markdown" or not m:
+                continue
+            earlier = ["".join(c["source"]) for c in cells[:i] if c["cell_type"] == "code"]
+            for name in exercises.get(m[1]).answers:
+                for source in earlier:
+                    for call in re.findall(r"(?:getsource|show)\(([^)]*)\)", source):
+                        if re.search(rf"\b{re.escape(name)}\b", call):
+                            shown.append(f"{path.name}: {call} before {m[1]}")
+    assert not shown, shown
 
 
 def test_every_exercise_has_a_solution_and_a_wrong_answer():
