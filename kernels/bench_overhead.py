@@ -315,9 +315,23 @@ def verdict(rows: list[Row]) -> str:
                 f"above {registry.peer_what.split(' ')[0]}",
                 f"{registry.us:.1f} µs vs {registry.peer_us:.1f} µs "
                 f"({registry.above_peer:+.1f})",
-                registry.above_peer <= target,
-                "the host is busy or slower than the H100 box this was set for"))
+                registry.above_peer <= target, _why_over(registry, rows)))
     return "\n".join(lines)
+
+
+def _why_over(registry: Row, rows: list[Row]) -> str:
+    """What a registered call that misses its target spends, read from its group's rows: the
+    registry's path above the op's own function (its checks, dispatch and, for attention, the
+    autograd Function), or a slow host when the function itself is as slow."""
+    direct = [r for r in rows if r.group == registry.group and r is not registry
+              and r.us != r.peer_us and not r.layer.startswith("raw ")  # (the peer's row)
+              and "graph" not in r.layer]
+    below = min(direct, key=lambda r: r.us, default=None)
+    if below is not None and registry.us - below.us > 1.0:
+        return (f"the registry's path adds {registry.us - below.us:.1f} µs to "
+                f"{below.layer.split(' (')[0]} ({below.us:.1f} µs, "
+                f"{below.above_peer:+.1f} above the peer): its checks, dispatch and Python")
+    return "the host is busy or slower than the H100 box this was set for"
 
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:

@@ -27,3 +27,25 @@ def test_every_layer_is_measured_beside_its_peer(capsys):
     assert "host time per call" in out and "registered mma bf16" in out
     assert "registered attention bf16" in out  # issue 34's target: within 5 µs of SDPA
     assert any("CUDA graph" in r.what for r in records) == overhead._hopper()
+
+
+def test_a_missed_target_names_what_the_registry_adds_above_the_direct_call():
+    """(any machine) The verdict's reason comes from the group's rows: the registry's path
+    above the op's own function when that is what costs; a slow host only when the function
+    itself is as slow."""
+    from kernels.bench_overhead import Row, verdict
+
+    peer = "SDPA (PyTorch's call), same run"
+    group = "attention bf16 1x2x128x64 causal"
+
+    def rows(direct_us: float) -> list[Row]:
+        return [Row(group, "F.scaled_dot_product_attention", 18.0, 18.0, peer),
+                Row(group, "triton_fwd.forward (the launch plan per problem)", direct_us,
+                    18.0, peer),
+                Row(group, "registry get_kernel(...)(q, k, v, True)", 29.7, 18.0, peer)]
+
+    said = verdict(rows(18.9))
+    assert "NOT here" in said and "the registry's path adds 10.8 µs to triton_fwd.forward" in said
+    assert "the host is busy" in verdict(rows(29.5))
+    assert "as expected" in verdict([*rows(18.9)[:2], Row(group, "registry call", 21.0, 18.0,
+                                                            peer)])
