@@ -197,9 +197,11 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         built = self._built
-        if built is None:  # first call (or a kernel without a build step): the full path
+        if built is None:  # first call: the full path, the machine's checks included
             if reason := self.supports(*args):
                 raise KernelNotSupported(f"{self.name}: {reason}")
+            if self.build is None:  # a plain function (the Triton kernels): from now on it
+                self._built = self.fn  # takes the checked-once path below, as a built one does
             return self.load()(*args, **kwargs)
         # built, so this machine can run it (load() checked): only the problem is checked, here,
         # and once per distinct problem. Every check reads the arguments' shapes, strides,
