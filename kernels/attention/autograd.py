@@ -26,15 +26,23 @@ def gradients(fn, q, k, v, causal: bool, do: torch.Tensor,
     return {"O": out.detach(), "dQ": q.grad, "dK": k.grad, "dV": v.grad}
 
 
-SMALLEST_SCALE = 1e-2  # gradient_errors' denominator when the exact values are all (near) 0
+ZERO = 1e-6  # an exact result below this fraction of the problem's largest is zero (rounding)
+
+
+def _scale(exact: torch.Tensor, largest: torch.Tensor) -> torch.Tensor:
+    """What an error in ``exact`` is read against: its largest value, or, where it is zero up
+    to float64's rounding, the problem's largest (one key makes the softmax constant, so
+    dQ = dK = 0 exactly; float32 leaves ~1e-6 there, which against 0 is no ratio at all)."""
+    top = exact.abs().max()
+    return top if top > ZERO * largest else largest.clamp_min(1e-30)
 
 
 def gradient_errors(q, k, v, causal: bool = False,
                     window: int | None = None) -> dict[str, dict[str, float]]:
     """How far Triton's and SDPA's output and gradients are from float64 eager autograd:
     ``{"triton": {"O": err, "dQ": ...}, "sdpa": {...}}``, each the largest absolute error
-    relative to the largest exact value, or to SMALLEST_SCALE if that is smaller (SDPA: its
-    flash, memory-efficient or math backend)."""
+    relative to the largest exact value (see :func:`_scale` for a result that is exactly 0;
+    SDPA: its flash, memory-efficient or math backend)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -55,14 +63,12 @@ def gradient_errors(q, k, v, causal: bool = False,
                 a, b, c, attn_mask=mask, is_causal=is_causal and mask is None,
                 enable_gqa=a.shape[1] != b.shape[1])
 
+    largest = max(t.abs().max() for t in exact.values())
     found = {}
     for name, fn in (("triton", attention), ("sdpa", sdpa)):
         got = gradients(fn, q, k, v, causal, do, window)
-        # a gradient that is exactly zero has no scale of its own (one key: the softmax is
-        # constant, so dQ = dK = 0, and a GPU's rounding leaves ~1e-7): read it against 0.01
         found[name] = {key: ((got[key].double() - exact[key]).abs().max()
-                             / exact[key].abs().max().clamp_min(SMALLEST_SCALE)).item()
-                       for key in got}
+                             / _scale(exact[key], largest)).item() for key in got}
     return found
 
 
