@@ -32,12 +32,31 @@ def test_chunks_cover_the_message_once():
             assert [i for p in parts for i in p] == list(range(numel))
 
 
+def test_chunks_start_aligned():
+    """Every two-shot chunk starts at a multiple of ALIGN elements: with 16-byte aligned
+    buffers, the kernels' vector loads are then aligned too."""
+    for numel in (1, 15, 16, 17, 1001, 3 * symmetric.BLOCK + 5):
+        for n in (2, 3, 8):
+            size = symmetric.chunk_for(numel, n)
+            assert size % symmetric.ALIGN == 0 and size * n >= numel
+            assert size < -(-numel // n) + symmetric.ALIGN
+            assert all(p.start % symmetric.ALIGN == 0 for p in symmetric_cpu.chunks(numel, n)
+                       if len(p))
+
+
 def test_blocks_for():
+    block, cap = symmetric.BLOCK, symmetric.MAX_BLOCKS
     assert symmetric.blocks_for(1, "one_shot", 2) == 1
-    assert symmetric.blocks_for(symmetric.BLOCK, "one_shot", 2) == 1
-    assert symmetric.blocks_for(symmetric.BLOCK + 1, "one_shot", 2) == 2
-    assert symmetric.blocks_for(2 * symmetric.BLOCK, "two_shot", 2) == 1
-    assert symmetric.blocks_for(1 << 30, "one_shot", 8) == symmetric.MAX_BLOCKS
+    assert symmetric.blocks_for(block, "one_shot", 2) == 1
+    assert symmetric.blocks_for(block + 1, "one_shot", 2) == 2
+    assert symmetric.blocks_for(2 * block, "two_shot", 2) == 1
+    assert symmetric.blocks_for(2 * block + 2 * symmetric.ALIGN, "two_shot", 2) == 2
+    assert symmetric.blocks_for(64 * block + 1, "one_shot", 2) == 65  # past the old cap of 64
+    assert symmetric.blocks_for(1 << 30, "one_shot", 8) == cap
+    assert symmetric.blocks_for(1 << 30, "two_shot", 2, max_blocks=7) == 7
+    # every block is resident at once on an H100 (132 SMs, two blocks each), and every
+    # block's slots fit PyTorch's default signal pad (32 × 72 int32) for up to 8 ranks
+    assert cap <= 2 * 132 and cap * 8 * symmetric.SIGNAL_BYTES <= 32 * 72 * 4
 
 
 def test_bad_input_is_a_value_error_naming_it():
@@ -76,6 +95,23 @@ def test_on_a_gloo_rank_it_is_a_runtime_error():
     assert all("symmetric memory needs CUDA GPUs" in s and "gloo" in s for s in said), said
 
 
+def _wrong(rows: list[list[dict]]) -> list[str]:
+    """Where an interpreted run's outputs are not the sum (NaN where no block stored), or a
+    signal pad was left non-zero."""
+    want = symmetric_cpu.expected(rows)
+    found = []
+    for r, rank in enumerate(rows):
+        for i, row in enumerate(rank):
+            if not row["pad_clear"]:
+                found.append(f"rank {r}, {row['numel']} elements: signal pad not clear")
+            for c, out in enumerate(row["outputs"]):
+                # the interpreter rounds fp32 to bf16 toward zero: one bf16 step
+                tol = 1e-2 if out.dtype == torch.bfloat16 else 1e-6
+                if not torch.allclose(out.float(), want[i][c].float(), atol=tol, rtol=tol):
+                    found.append(f"rank {r}, {row['numel']} elements, call {c}")
+    return found
+
+
 @pytest.mark.parametrize("method", symmetric.METHODS)
 @pytest.mark.parametrize("dtype", symmetric.DTYPES)
 def test_the_kernels_in_the_interpreter_on_two_processes(method, dtype):
@@ -83,13 +119,76 @@ def test_the_kernels_in_the_interpreter_on_two_processes(method, dtype):
     every rank's output is the sum, twice in a row, and every signal was taken."""
     numels = [1, 7, symmetric.BLOCK + 1]
     rows = symmetric_cpu.run(numels, dtype, method, seed=3)
-    want = symmetric_cpu.expected(rows)
-    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else dict(atol=1e-6, rtol=1e-6)
-    for rank in rows:
-        for i, row in enumerate(rank):
-            assert row["numel"] == numels[i] and row["pad_clear"]
-            for c, out in enumerate(row["outputs"]):
-                torch.testing.assert_close(out.float(), want[i][c].float(), **tol)
+    assert [row["numel"] for row in rows[0]] == numels
+    assert _wrong(rows) == []
+
+
+# lengths around the tiles and the chunks: smaller than a tile, one short of and one past a
+# tile, not a multiple of ALIGN, chunks of two tiles and a bit (two-shot on 2 ranks)
+AWKWARD_CHUNKS = (3, 17, symmetric.BLOCK - 1, symmetric.BLOCK + 1, 4 * symmetric.BLOCK + 33)
+
+
+@pytest.mark.parametrize("method", symmetric.METHODS)
+def test_each_block_loops_over_its_tiles(method):
+    """At most 2 blocks a launch, far fewer than the tiles: each block strides over the message
+    (or its chunk), the ragged last tile masked; a tile skipped leaves NaN in the output."""
+    rows = symmetric_cpu.run(list(AWKWARD_CHUNKS), torch.float32, method, seed=4, max_blocks=2)
+    assert _wrong(rows) == []
+
+
+@pytest.mark.parametrize("method", symmetric.METHODS)
+def test_more_blocks_than_the_old_cap(method):
+    """65 blocks (the kernels had at most 64 before): every block's signal slots are its own."""
+    numel = 64 * symmetric.BLOCK + 3 if method == "one_shot" else 128 * symmetric.BLOCK + 40
+    assert symmetric.blocks_for(numel, method, 2) == 65
+    assert _wrong(symmetric_cpu.run([numel], torch.float32, method, seed=5)) == []
+
+
+@pytest.mark.parametrize("method", symmetric.METHODS)
+@pytest.mark.parametrize("late", (0, 1))
+def test_a_late_rank_still_gets_the_sum(method, late):
+    """One rank runs behind (it waits before each copy and each load): the barriers hold the
+    other back wherever it would read too early or overwrite too soon."""
+    rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16, method, seed=6,
+                             max_blocks=2, late=late)
+    assert _wrong(rows) == []
+
+
+_BARRIER = "    barrier(signal_pad_ptrs, pid, rank, WORLD)  # "
+# each a change to the kernels' source that a test must catch: (method, what, old, new)
+MUTANTS = (
+    ("one_shot", "first barrier left out", _BARRIER + "every peer's input", "    # "),
+    ("one_shot", "last barrier left out", _BARRIER + "no peer still", "    # "),
+    ("two_shot", "first barrier left out", _BARRIER + "every peer's input", "    # "),
+    ("two_shot", "middle barrier left out", _BARRIER + "every rank's chunk", "    # "),
+    ("two_shot", "last barrier left out", _BARRIER + "no peer still", "    # "),
+    ("one_shot", "blocks stride too far", "numel, tl.num_programs(0) * BLOCK)",
+     "numel, 2 * tl.num_programs(0) * BLOCK)"),
+    ("two_shot", "own chunk not stored for the peers", "tl.store(mine + offsets, total",
+     "tl.store(out + offsets, total"),
+    ("two_shot", "a chunk cut short", "end = tl.minimum(begin + chunk, numel)\n    for start",
+     "end = tl.minimum(begin + chunk - 1, numel)\n    for start"),
+)
+
+
+@pytest.mark.parametrize("method, what, old, new", MUTANTS, ids=[m[1] for m in MUTANTS])
+def test_a_broken_kernel_is_caught(method, what, old, new, tmp_path, monkeypatch):
+    """The kernels' module with one barrier left out or its tiling broken, run as the tests
+    above run the real one (a late rank, blocks that loop, awkward lengths): some rank's sum
+    is wrong, or its signal pad not clear."""
+    import inspect
+
+    source = inspect.getsource(symmetric)
+    assert source.count(old) >= 1, f"{what}: the kernels' source no longer holds {old!r}"
+    name = f"symmetric_mutant_{abs(hash(what)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(source.replace(old, new))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned ranks inherit sys.path
+    try:
+        rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16, method,
+                                 seed=7, max_blocks=2, late=1, kernels=name, timeout_s=60)
+    except launch.WorkerError:  # a rank that waits forever is caught too
+        return
+    assert _wrong(rows) != [], f"{what}: every sum still right"
 
 
 _COMPILE = """
@@ -103,18 +202,28 @@ common = {"buffer_ptrs": "*i64", "signal_pad_ptrs": "*i64", "out": "*bf16", "num
 for kernel, extra in ((symmetric.one_shot_kernel, {}),
                       (symmetric.two_shot_kernel, {"chunk": "i32"})):
     sig = {**common, **extra, "rank": "i32", "WORLD": "constexpr", "BLOCK": "constexpr"}
-    src = ASTSource(fn=kernel, signature=sig, constexprs={"WORLD": 2, "BLOCK": symmetric.BLOCK})
+    # as Triton specializes a launch whose pointers are 16-byte aligned and whose sizes are
+    # multiples of 16 (every length of the benchmark)
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]]
+             for n in ("buffer_ptrs", "signal_pad_ptrs", "out", "numel", *extra)}
+    src = ASTSource(fn=kernel, signature=sig, constexprs={"WORLD": 2, "BLOCK": symmetric.BLOCK},
+                    attrs=attrs)
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                          options={"num_warps": symmetric.NUM_WARPS}).asm["ptx"]
     print(kernel.fn.__name__, "release.sys.cas" in ptx and "atom.global.release.sys" in ptx,
-          "atom.global.acquire.sys.cas" in ptx, "bar.sync" in ptx, "multimem" in ptx)
+          "atom.global.acquire.sys.cas" in ptx, "bar.sync" in ptx, "multimem" in ptx,
+          "ld.global.v4.b32" in ptx and "ld.global.b16" not in ptx,
+          "st.global.b16" not in ptx)
 """
 
 
 def test_the_kernels_compile_for_sm90_with_system_scope_atomics():
     """Compiled for an H100 on any machine (in a child without TRITON_INTERPRET): the signals
     are compare-and-swaps with release and acquire at system scope, between block-wide
-    barriers; no multicast instruction."""
+    barriers; no multicast instruction; every load and store of bf16 data is a 16-byte vector
+    (8 elements; before the alignment hints each peer's elements were loaded 2 bytes at a
+    time)."""
     import os
     import subprocess
     import sys
@@ -123,8 +232,9 @@ def test_the_kernels_compile_for_sm90_with_system_scope_atomics():
     done = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[:2] == ["one_shot_kernel True True True False",
-                                           "two_shot_kernel True True True False"], done.stdout
+    assert done.stdout.split("\n")[:2] == ["one_shot_kernel True True True False True True",
+                                           "two_shot_kernel True True True False True True"], \
+        done.stdout
 
 
 def test_the_benchmark_needs_two_gpus_and_judges_the_targets(capsys):

@@ -46,14 +46,20 @@ import torch.distributed as dist
 import triton
 import triton.language as tl
 
+from kernels.triton_launch import Launcher, cdiv
+
 METHODS = ("one_shot", "two_shot")
 DTYPES = (torch.bfloat16, torch.float32)
-BLOCK = 2048  # elements per tile: 8 per thread with 8 warps (16-byte loads in bf16)
+BLOCK = 2048  # elements per tile: 8 per thread with 8 warps (one 16-byte load per peer in bf16)
 NUM_WARPS = 8
-# blocks of one launch: each needs one int32 slot per rank in every signal pad. One block
-# carries a message up to BLOCK elements (4 KiB of bf16): the latency floor is one block's
-# barrier and one pass; larger messages spread over more blocks, up to this many
-MAX_BLOCKS = 64
+# every tile and every two-shot chunk starts at a multiple of ALIGN elements (32 bytes of bf16):
+# with 16-byte aligned buffers, each thread's 8 (bf16) or 4 (fp32) elements are one vector load
+ALIGN = 16
+# blocks of one launch: at most two per SM of an H100 (132), so every block is resident at once
+# (a block spins in its barrier until block b of every peer arrives: none may wait for an SM).
+# Each block needs one int32 slot per rank in every signal pad: 256 × 8 ranks × 4 bytes fits
+# PyTorch's default pad (32 × 72 × 4 = 9216 bytes); a smaller pad gets fewer blocks
+MAX_BLOCKS = 256
 SIGNAL_BYTES = 4
 
 
@@ -82,82 +88,115 @@ def barrier(signal_pad_ptrs, block, rank, WORLD: tl.constexpr):
 
 
 @triton.jit
+def peer_buffer(buffer_ptrs, peer, out):
+    """Rank ``peer``'s symmetric buffer, as a pointer to ``out``'s element type. Triton cannot
+    see the alignment of an address it loads from memory, and issues a 16-byte vector load only
+    where it knows the address is a multiple of 16 bytes: the wrappers check that every buffer
+    is, and ``tl.multiple_of`` tells the compiler."""
+    ptr = tl.load(buffer_ptrs + peer).to(tl.pointer_type(out.dtype.element_ty))
+    return tl.multiple_of(ptr, 16)
+
+
+@triton.jit
+def tile(start, BLOCK: tl.constexpr):
+    """The ``BLOCK`` contiguous offsets from ``start``, which the launch makes a multiple of
+    ``ALIGN``: said to the compiler, so that each thread's elements become vector loads."""
+    return tl.multiple_of(start, 16) + tl.arange(0, BLOCK)
+
+
+@triton.jit
 def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.constexpr,
                     BLOCK: tl.constexpr):
-    """``out`` = the sum over ranks of the first ``numel`` elements of every rank's buffer."""
+    """``out`` = the sum over ranks of the first ``numel`` elements of every rank's buffer.
+    Block ``pid`` takes tiles ``pid``, ``pid + grid``, ``pid + 2·grid``, ...: at every step the
+    blocks together read one contiguous stretch of the message."""
     pid = tl.program_id(0)
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every peer's input has landed
-    start = pid * BLOCK
-    while start < numel:
-        offsets = start + tl.arange(0, BLOCK)
+    for start in range(pid * BLOCK, numel, tl.num_programs(0) * BLOCK):
+        offsets = tile(start, BLOCK)
         mask = offsets < numel  # the last tile is ragged
         acc = tl.zeros([BLOCK], dtype=tl.float32)  # bf16 inputs summed in fp32, rounded once
-        for peer in tl.static_range(WORLD):
-            buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type(out.dtype.element_ty))
-            acc += tl.load(buf + offsets, mask=mask).to(tl.float32)
+        for peer in tl.static_range(WORLD):  # in rank order on every rank: the same sum
+            acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
+                           mask=mask).to(tl.float32)
         tl.store(out + offsets, acc.to(out.dtype.element_ty), mask=mask)
-        start += tl.num_programs(0) * BLOCK
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
 @triton.jit
 def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
                     WORLD: tl.constexpr, BLOCK: tl.constexpr):
-    """The same sum in two steps over ``WORLD`` chunks of ``chunk`` elements (the last may be
-    short or empty): reduce chunk ``rank`` into this rank's own buffer, then gather every
-    rank's reduced chunk into ``out``. Block ``b`` handles the same tiles of each chunk in
-    both steps, so it waits only for block ``b`` of the peers."""
+    """The same sum in two steps over ``WORLD`` chunks of ``chunk`` elements (a multiple of
+    ``ALIGN``; the last chunks may be short or empty): reduce chunk ``rank`` of every buffer
+    into ``out`` and into this rank's own buffer, then copy every peer's reduced chunk into
+    ``out``. Block ``b`` takes the same tiles of each chunk in both steps (every rank launches
+    the same grid), so it waits only for block ``b`` of the peers."""
     pid = tl.program_id(0)
-    dtype = out.dtype.element_ty
+    step = tl.num_programs(0) * BLOCK
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every peer's input has landed
-    mine = tl.load(buffer_ptrs + rank).to(tl.pointer_type(dtype))
+    mine = peer_buffer(buffer_ptrs, rank, out)
     begin = rank * chunk
     end = tl.minimum(begin + chunk, numel)
-    start = begin + pid * BLOCK
-    while start < end:  # reduce-scatter: my chunk, from every buffer
-        offsets = start + tl.arange(0, BLOCK)
+    for start in range(begin + pid * BLOCK, end, step):  # reduce-scatter: my chunk
+        offsets = tile(start, BLOCK)
         mask = offsets < end
         acc = tl.zeros([BLOCK], dtype=tl.float32)
         for peer in tl.static_range(WORLD):
-            buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type(dtype))
-            acc += tl.load(buf + offsets, mask=mask).to(tl.float32)
-        tl.store(mine + offsets, acc.to(dtype), mask=mask)
-        start += tl.num_programs(0) * BLOCK
+            acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
+                           mask=mask).to(tl.float32)
+        total = acc.to(out.dtype.element_ty)
+        tl.store(out + offsets, total, mask=mask)  # my part of the answer
+        tl.store(mine + offsets, total, mask=mask)  # and for the peers to read
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every rank's chunk is reduced
-    for peer in tl.static_range(WORLD):  # all-gather: each rank's reduced chunk
-        buf = tl.load(buffer_ptrs + peer).to(tl.pointer_type(dtype))
+    for hop in tl.static_range(1, WORLD):  # all-gather: the peers' chunks, from rank + 1 on
+        peer = (rank + hop) % WORLD  # (so that the ranks do not all read rank 0 first)
+        theirs = peer_buffer(buffer_ptrs, peer, out)
         begin = peer * chunk
         end = tl.minimum(begin + chunk, numel)
-        start = begin + pid * BLOCK
-        while start < end:
-            offsets = start + tl.arange(0, BLOCK)
+        for start in range(begin + pid * BLOCK, end, step):
+            offsets = tile(start, BLOCK)
             mask = offsets < end
-            tl.store(out + offsets, tl.load(buf + offsets, mask=mask), mask=mask)
-            start += tl.num_programs(0) * BLOCK
+            tl.store(out + offsets, tl.load(theirs + offsets, mask=mask), mask=mask)
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
-def blocks_for(numel: int, method: str, world_size: int) -> int:
+def chunk_for(numel: int, world_size: int) -> int:
+    """The two-shot's chunk: ``numel / world_size`` rounded up to a multiple of ``ALIGN``, so
+    that every chunk starts 16-byte aligned (the last chunks short or empty)."""
+    return cdiv(cdiv(numel, world_size), ALIGN) * ALIGN
+
+
+def blocks_for(numel: int, method: str, world_size: int, max_blocks: int = MAX_BLOCKS) -> int:
     """How many blocks a launch uses: one per tile of what each rank reads in one pass (all of
-    the message for one-shot, a chunk for two-shot), at most :data:`MAX_BLOCKS`. A message of
-    up to ``BLOCK`` elements is one block: one barrier's latency, one pass."""
-    per_pass = numel if method == "one_shot" else triton.cdiv(numel, world_size)
-    return max(1, min(MAX_BLOCKS, triton.cdiv(per_pass, BLOCK)))
+    the message for one-shot, a chunk for two-shot), at most ``max_blocks``; more tiles than
+    that and each block loops. A message of up to ``BLOCK`` elements is one block: one
+    barrier's latency, one pass."""
+    per_pass = numel if method == "one_shot" else chunk_for(numel, world_size)
+    return max(1, min(max_blocks, cdiv(per_pass, BLOCK)))
+
+
+# A launch plan per problem (kernels/triton_launch.py): the grid, the sizes and the compiled
+# kernel are worked out on a problem's first call; every later call passes its three tensors
+# to Triton's C launcher (in the interpreter, kernel[grid] each call)
+_launchers = {"one_shot": Launcher(one_shot_kernel), "two_shot": Launcher(two_shot_kernel)}
 
 
 def launch(buffer_ptrs: torch.Tensor, signal_pad_ptrs: torch.Tensor, out: torch.Tensor,
-           numel: int, rank: int, world_size: int, method: str) -> None:
+           numel: int, rank: int, world_size: int, method: str,
+           max_blocks: int = MAX_BLOCKS) -> None:
     """Launch one rank's kernel: ``out`` (``numel`` elements) = the sum of the first ``numel``
     elements of every rank's buffer. ``buffer_ptrs`` and ``signal_pad_ptrs``: int64 tensors of
-    ``world_size`` addresses, on the kernel's device (or the CPU, in Triton's interpreter)."""
-    grid = (blocks_for(numel, method, world_size),)
-    if method == "one_shot":
-        one_shot_kernel[grid](buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD=world_size,
-                              BLOCK=BLOCK, num_warps=NUM_WARPS)
-    else:
-        two_shot_kernel[grid](buffer_ptrs, signal_pad_ptrs, out, numel,
-                              triton.cdiv(numel, world_size), rank, WORLD=world_size,
-                              BLOCK=BLOCK, num_warps=NUM_WARPS)
+    ``world_size`` addresses, on the kernel's device (or the CPU, in Triton's interpreter);
+    every buffer 16-byte aligned, every pad of at least ``max_blocks × world_size`` int32."""
+
+    def make():  # once per problem: reads only what the key below holds
+        grid = (blocks_for(numel, method, world_size, max_blocks),)
+        sizes = (numel, rank) if method == "one_shot" else \
+            (numel, chunk_for(numel, world_size), rank)
+        return grid, sizes, {"WORLD": world_size, "BLOCK": BLOCK, "num_warps": NUM_WARPS}
+
+    _launchers[method]((method, numel, rank, world_size, max_blocks),
+                       (buffer_ptrs, signal_pad_ptrs, out), make)
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,32 +236,45 @@ class SymmetricBuffer:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
             raise ValueError(f"nbytes expected a positive int, got {nbytes!r}")
         group = group or dist.group.WORLD
-        device = torch.device("cuda", torch.cuda.current_device())
+        self.device = torch.device("cuda", torch.cuda.current_device())
         self.nbytes = -(-nbytes // 16) * 16  # whole 16-byte words: vector loads stay aligned
-        self.tensor = module.empty(self.nbytes, dtype=torch.uint8, device=device)
+        self.tensor = module.empty(self.nbytes, dtype=torch.uint8, device=self.device)
         self.handle = module.rendezvous(self.tensor, group.group_name)
         self.rank, self.world_size = self.handle.rank, self.handle.world_size
-        slots = MAX_BLOCKS * self.world_size * SIGNAL_BYTES
+        # the pads' size bounds the blocks: one int32 slot per block and rank
         pad = getattr(self.handle, "signal_pad_size", None) or getattr(
             module, "get_signal_pad_size", lambda: None)()
-        if pad is not None and pad < slots:
-            raise RuntimeError(f"the signal pads hold {pad} bytes; the kernels need {slots} "
-                               f"({MAX_BLOCKS} blocks × {self.world_size} ranks × 4 bytes)")
+        self.max_blocks = MAX_BLOCKS if pad is None else min(
+            MAX_BLOCKS, pad // (SIGNAL_BYTES * self.world_size))
+        if self.max_blocks < 1:
+            raise RuntimeError(f"the signal pads hold {pad} bytes: not one int32 slot per rank "
+                               f"({self.world_size} ranks)")
         # buffer_ptrs are the bases of the peers' allocations; this tensor may start further
         # in (a memory pool), at the same offset on every rank
         offset = self.tensor.data_ptr() - self.handle.buffer_ptrs[self.rank]
-        self.buffer_ptrs = torch.tensor([p + offset for p in self.handle.buffer_ptrs],
-                                        dtype=torch.int64, device=device)
+        addresses = [p + offset for p in self.handle.buffer_ptrs]
+        if any(a % 16 for a in addresses):  # the kernels promise Triton 16-byte alignment
+            raise RuntimeError(f"symmetric buffers at {[hex(a) for a in addresses]}: the "
+                               f"kernels need every one 16-byte aligned")
+        self.buffer_ptrs = torch.tensor(addresses, dtype=torch.int64, device=self.device)
         self.signal_pad_ptrs = torch.tensor(self.handle.signal_pad_ptrs, dtype=torch.int64,
-                                            device=device)
+                                            device=self.device)
+        self._views: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     def view(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
-        """The first ``numel`` elements of this rank's buffer as ``dtype``."""
+        """The first ``numel`` elements of this rank's buffer as ``dtype`` (made once per
+        ``(numel, dtype)``: an eager all-reduce asks for it on every call)."""
+        found = self._views.get((numel, dtype))
+        if found is not None:
+            return found
         size = torch.tensor([], dtype=dtype).element_size()
         if numel * size > self.nbytes:
             raise ValueError(f"numel expected at most {self.nbytes // size} {dtype} elements "
                              f"(the buffer holds {self.nbytes} bytes), got {numel}")
-        return self.tensor[:numel * size].view(dtype)
+        if len(self._views) >= 256:  # a long sweep of lengths must not grow it forever
+            self._views.clear()
+        self._views[numel, dtype] = self.tensor[:numel * size].view(dtype)
+        return self._views[numel, dtype]
 
 
 _buffers: dict[tuple[str, int], SymmetricBuffer] = {}
@@ -256,22 +308,30 @@ def all_reduce(t: torch.Tensor, method: str = "one_shot",
     """(Inside a rank.) The sum over every rank of ``t``, as a new tensor, computed by the
     course's kernel ``method`` (``"one_shot"`` or ``"two_shot"``). ``t`` is copied into the
     symmetric ``buffer`` (this group's cached one by default) unless it already is
-    ``buffer.view(...)``: then the call is the kernel alone."""
+    ``buffer.view(...)``: then the call is the kernel alone.
+
+    Called eagerly, what the GPU waits for is this function's Python: with a ``buffer`` given,
+    a few checks, ``empty_like`` and the launch plan's lookup (the grid, sizes and compiled
+    kernel of this length, dtype and rank were worked out on its first call)."""
     check_input(t, method)
-    symm_mem()  # RuntimeError on a CPU or gloo rank, before anything else
-    if t.device.type != "cuda":
-        raise ValueError(f"t expected a CUDA tensor (symmetric memory is GPU memory), got "
+    if buffer is None:
+        symm_mem()  # RuntimeError on a CPU or gloo rank, before anything else
+        if not t.is_cuda:
+            raise ValueError(f"t expected a CUDA tensor (symmetric memory is GPU memory), "
+                             f"got {t.device}")
+        buffer = buffer_for(t.numel() * t.element_size())
+    elif t.device != buffer.device:
+        raise ValueError(f"t expected a tensor on the buffer's device {buffer.device}, got "
                          f"{t.device}")
     out = torch.empty_like(t)
-    if t.numel() == 0:
+    numel = t.numel()
+    if numel == 0:
         return out
-    if buffer is None:
-        buffer = buffer_for(t.numel() * t.element_size())
-    elif t.numel() * t.element_size() > buffer.nbytes:
+    if numel * t.element_size() > buffer.nbytes:
         raise ValueError(f"t expected at most {buffer.nbytes} bytes (the symmetric buffer's "
-                         f"size), got {t.numel() * t.element_size()}: pass a larger buffer")
+                         f"size), got {numel * t.element_size()}: pass a larger buffer")
     if t.data_ptr() != buffer.tensor.data_ptr():
-        buffer.view(t.numel(), t.dtype).copy_(t.view(-1))
-    launch(buffer.buffer_ptrs, buffer.signal_pad_ptrs, out, t.numel(), buffer.rank,
-           buffer.world_size, method)
+        buffer.view(numel, t.dtype).copy_(t.view(-1))
+    launch(buffer.buffer_ptrs, buffer.signal_pad_ptrs, out, numel, buffer.rank,
+           buffer.world_size, method, buffer.max_blocks)
     return out

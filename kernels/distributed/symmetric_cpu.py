@@ -13,7 +13,10 @@ Triton's interpreter on CPU processes that share memory.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import time
 import uuid
 
 import torch
@@ -24,9 +27,10 @@ from kernels.distributed import symmetric
 
 
 def chunks(numel: int, world_size: int) -> list[range]:
-    """The two-shot's chunks: ``world_size`` ranges of ``ceil(numel / world_size)`` elements,
-    the last ones short or empty (as the kernel cuts them)."""
-    size = -(-numel // world_size)
+    """The two-shot's chunks: ``world_size`` ranges of ``ceil(numel / world_size)`` elements
+    rounded up to a multiple of ``symmetric.ALIGN``, the last ones short or empty (as the
+    kernel cuts them)."""
+    size = symmetric.chunk_for(numel, world_size)
     return [range(min(r * size, numel), min((r + 1) * size, numel)) for r in range(world_size)]
 
 
@@ -62,7 +66,7 @@ class SharedBuffers:
 
     def __init__(self, nbytes: int, pad_bytes: int | None = None):
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.nbytes = -(-nbytes // 16) * 16
+        self.nbytes = -(-nbytes // 16) * 16  # the pad after it, and every base, 16-byte aligned
         pad_bytes = pad_bytes or symmetric.MAX_BLOCKS * self.world_size * symmetric.SIGNAL_BYTES
         name = f"/dev/shm/course-symm-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         with open(name, "wb") as f:  # zeros: empty buffers, every signal slot 0
@@ -99,35 +103,74 @@ class SharedBuffers:
 
 
 def interpreted_all_reduce(numels: list[int], dtype: torch.dtype = torch.float32,
-                           method: str = "one_shot", seed: int = 0, calls: int = 2) -> list[dict]:
+                           method: str = "one_shot", seed: int = 0, calls: int = 2,
+                           max_blocks: int = symmetric.MAX_BLOCKS, late: int | None = None,
+                           kernels: str = "kernels.distributed.symmetric") -> list[dict]:
     """(A rank's work, in Triton's interpreter: start it with :func:`run`.) For each length in
     ``numels``, ``calls`` all-reduces in a row by the kernel ``method`` on random inputs, every
-    rank's buffer the same shared memory. Returns per length this rank's inputs, its outputs,
-    and whether its signal pad was all zeros after (every signal sent was taken)."""
+    rank's buffer the same shared memory, at most ``max_blocks`` blocks a launch (fewer than
+    the tiles: each block loops). Returns per length this rank's inputs, its outputs, and
+    whether its signal pad was all zeros after (every signal sent was taken).
+
+    ``late``: a rank that runs behind, as one GPU may: it waits before copying each input into
+    its buffer, and before each of its loads. Its peers then race ahead wherever a barrier is
+    missing: they read its buffer before its input has landed or before its chunk is reduced,
+    or return and overwrite their own buffer while it still reads it; either way a wrong sum.
+    ``kernels``: the module whose ``launch`` runs them (a test's altered copy)."""
     if not _interpreted():
         raise RuntimeError("interpreted_all_reduce runs the kernels in Triton's interpreter: "
                            "start it with symmetric_cpu.run (TRITON_INTERPRET=1 in the ranks)")
     size = torch.tensor([], dtype=dtype).element_size()
     shared = SharedBuffers(max(numels) * size)
     g = torch.Generator().manual_seed(seed * 1000 + shared.rank)
+    launch = importlib.import_module(kernels).launch
+    behind = shared.rank == late
     rows = []
-    for numel in numels:
-        inputs, outputs = [], []
-        for _ in range(calls):
-            x = torch.randn(numel, generator=g).to(dtype)
-            # the caller's copy into the symmetric buffer: a rank may only do it once no peer
-            # reads the buffer any more, which the last call's final barrier guaranteed
-            shared.view(numel, dtype).copy_(x)
-            out = torch.empty(numel, dtype=dtype)
-            symmetric.launch(shared.buffer_ptrs, shared.signal_pad_ptrs, out, numel,
-                             shared.rank, shared.world_size, method)
-            inputs.append(x)
-            outputs.append(out)
-        dist.barrier()  # every rank is done with this length: no signal may be in flight
-        clear = not shared.signal_pad().any().item()
-        dist.barrier()  # (else a fast peer's next call may already have signalled)
-        rows.append({"numel": numel, "inputs": inputs, "outputs": outputs, "pad_clear": clear})
+    with _slow_loads(LATE_S if behind else 0.0):
+        for numel in numels:
+            inputs, outputs = [], []
+            for _ in range(calls):
+                x = torch.randn(numel, generator=g).to(dtype)
+                if behind:
+                    time.sleep(LATE_S)
+                # the caller's copy into the symmetric buffer: a rank may only do it once no
+                # peer reads the buffer any more, which the last call's final barrier guaranteed
+                shared.view(numel, dtype).copy_(x)
+                out = torch.full((numel,), float("nan"), dtype=dtype)  # a tile skipped: NaN
+                launch(shared.buffer_ptrs, shared.signal_pad_ptrs, out, numel, shared.rank,
+                       shared.world_size, method, max_blocks)
+                inputs.append(x)
+                outputs.append(out)
+            dist.barrier()  # every rank is done with this length: no signal may be in flight
+            clear = not shared.signal_pad().any().item()
+            dist.barrier()  # (else a fast peer's next call may already have signalled)
+            rows.append({"numel": numel, "inputs": inputs, "outputs": outputs,
+                         "pad_clear": clear})
     return rows
+
+
+LATE_S = 0.02  # how far behind a late rank runs, before each copy and each load
+
+
+@contextlib.contextmanager
+def _slow_loads(seconds: float):
+    """Every load of Triton's interpreter waits ``seconds`` first (none when 0)."""
+    if not seconds:
+        yield
+        return
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    load = InterpreterBuilder.create_masked_load
+
+    def slow(self, *args, **kwargs):
+        time.sleep(seconds)
+        return load(self, *args, **kwargs)
+
+    InterpreterBuilder.create_masked_load = slow
+    try:
+        yield
+    finally:
+        InterpreterBuilder.create_masked_load = load
 
 
 def _interpreted() -> bool:
@@ -137,15 +180,17 @@ def _interpreted() -> bool:
 
 
 def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "one_shot",
-        world_size: int = 2, seed: int = 0, timeout_s: float = 120.0) -> list[list[dict]]:
+        world_size: int = 2, seed: int = 0, timeout_s: float = 120.0,
+        max_blocks: int = symmetric.MAX_BLOCKS, late: int | None = None,
+        kernels: str = "kernels.distributed.symmetric") -> list[list[dict]]:
     """:func:`interpreted_all_reduce` on ``world_size`` CPU processes (gloo), with
     ``TRITON_INTERPRET=1`` in their environment (on any machine, a GPU one too). Each rank's
     list of rows, rank 0 first; a barrier that never completes ends as a WorkerError."""
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"  # the spawned ranks inherit it, before Triton loads
     try:
-        return ranks.run(interpreted_all_reduce, world_size, numels, dtype, method, seed,
-                         device="cpu", timeout_s=timeout_s)
+        return ranks.run(interpreted_all_reduce, world_size, numels, dtype, method, seed, 2,
+                         max_blocks, late, kernels, device="cpu", timeout_s=timeout_s)
     finally:
         if saved is None:
             os.environ.pop("TRITON_INTERPRET", None)
