@@ -4,12 +4,17 @@
 
 bf16, 4 KiB to 64 MiB, one process per GPU, every method timed in the same run on the same
 ranks: the course's one-shot and two-shot (:mod:`kernels.distributed.symmetric`),
-``torch.ops.symm_mem.one_shot_all_reduce`` and ``two_shot_all_reduce_`` (no multicast), and
-NCCL's ``all_reduce``. Each is timed two ways, inside the ranks, after a barrier:
+``torch.ops.symm_mem.one_shot_all_reduce``, ``two_shot_all_reduce_`` and
+``two_shot_all_reduce_out`` (no multicast), and NCCL's ``all_reduce``. PyTorch's in-place
+two-shot (the target's) pushes each reduced chunk into every peer's buffer and needs two
+barriers; its ``_out`` form, like the course's, writes a separate output, so it reduces into its
+own buffer and pulls the peers' chunks: three barriers, the like-for-like comparison.
+Each is timed two ways, inside the ranks, after a barrier:
 
 * **eager**: the course's :func:`course_utils.timing.benchmark` (CUDA events around each of a
   fixed number of calls, as :func:`kernels.distributed.collectives.sweep` does), so the host's
-  launch cost is in it (a Triton launch from Python costs more than a C++ op's);
+  launch cost is in it (the course's kernels launch through a plan per problem,
+  :mod:`kernels.triton_launch`, not ``kernel[grid]``'s per-call binding);
 * **graph**: the same calls captured in one CUDA graph and replayed, the time per call: what the
   GPUs take, without the host.
 
@@ -29,7 +34,8 @@ from kernels.distributed import collectives, launch, symmetric
 
 LESSON = "11_beyond_one_gpu"
 KiB, MiB = collectives.KiB, collectives.MiB
-PROVIDERS = ("course one_shot", "course two_shot", "torch one_shot", "torch two_shot", "nccl")
+PROVIDERS = ("course one_shot", "course two_shot", "torch one_shot", "torch two_shot",
+             "torch two_shot_out", "nccl")
 GRAPH_CALLS = 20
 
 
@@ -45,11 +51,13 @@ def _calls(numel: int, mine: symmetric.SymmetricBuffer, theirs: torch.Tensor,
     group = dist.group.WORLD.group_name
     ops = torch.ops.symm_mem
     x_mine, x_theirs, x_plain = mine.view(numel, torch.bfloat16), theirs[:numel], plain[:numel]
+    out = torch.empty_like(x_theirs)
     return {
         "course one_shot": lambda: symmetric.all_reduce(x_mine, "one_shot", buffer=mine),
         "course two_shot": lambda: symmetric.all_reduce(x_mine, "two_shot", buffer=mine),
         "torch one_shot": lambda: ops.one_shot_all_reduce(x_theirs, "sum", group),
         "torch two_shot": lambda: ops.two_shot_all_reduce_(x_theirs, "sum", group),
+        "torch two_shot_out": lambda: ops.two_shot_all_reduce_out(x_theirs, "sum", group, out),
         "nccl": lambda: dist.all_reduce(x_plain),
     }
 
