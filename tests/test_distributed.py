@@ -142,6 +142,90 @@ def test_buckets_cover_every_parameter_once():
         dp.train("allreduce")
 
 
+def _bucketed_steps(set_to_none: bool) -> dict:
+    """(A rank's work.) Two steps of :class:`Bucketed` on this rank's half of a batch, zeroing
+    the gradients between them with ``set_to_none``: after each step, whether every ``.grad``
+    lies in its bucket's buffer, and the operators the backward and the sync ran; the averaged
+    gradients of the second step (on the CPU)."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernels.distributed import data_parallel as dp
+    from kernels.model import TINY, Trainer, Transformer, batch
+
+    class Operators(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    device = launch.device()
+    model = Transformer(TINY, seed=0).to(device)
+    trainer = Trainer(model)
+    bucketed = dp.Bucketed(model)
+    in_buckets, operators = [], []
+    for step in range(2):
+        tokens, targets = dp._shard(*batch(TINY.vocab, 4, 16, step, 0, device))
+        loss = trainer.loss(tokens, targets)
+        with Operators() as counted:
+            loss.backward()
+            bucketed.sync()
+        in_buckets.append(all(p.grad.untyped_storage().data_ptr()
+                              == bucketed.flats[i].untyped_storage().data_ptr()
+                              for i, bucket in enumerate(bucketed.buckets) for p in bucket))
+        operators.append(dict(counted.seen))
+        grads = {name: p.grad.to("cpu", copy=True) for name, p in model.named_parameters()}
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=set_to_none)
+    return {"in_buckets": in_buckets, "operators": operators, "buckets": len(bucketed.buckets),
+            "grads": grads}
+
+
+def _one_process_gradients() -> dict:
+    """The second step's gradients of :func:`_bucketed_steps`, in one process on whole batches."""
+    from kernels.model import TINY, Trainer, Transformer, batch
+
+    model = Transformer(TINY, seed=0)
+    trainer = Trainer(model)
+    trainer.step(*batch(TINY.vocab, 4, 16, 0, 0, "cpu"))
+    trainer.loss(*batch(TINY.vocab, 4, 16, 1, 0, "cpu")).backward()
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_bucketed_gradients_live_in_their_buckets(set_to_none):
+    reference = _one_process_gradients()
+    for rank in launch.run(_bucketed_steps, 2, set_to_none):
+        # the averaged gradients are the whole batch's, also after zero_grad(set_to_none=True)
+        # dropped the views (the hook copies the new gradient in and puts the view back)
+        for name, grad in rank["grads"].items():
+            torch.testing.assert_close(grad, reference[name], rtol=1e-4, atol=1e-5, msg=name)
+        assert rank["in_buckets"] == [True, True]
+        if set_to_none:
+            assert "aten.copy_" in rank["operators"][1]  # the view restored by a copy
+            continue
+        for seen in rank["operators"]:
+            # the backward adds into the buckets and each is all-reduced in place, once: no
+            # packing (cat) and no copy back
+            assert "aten.cat" not in seen and "aten.copy_" not in seen, sorted(seen)
+            assert seen["aten.add_"] == len(rank["grads"])  # each gradient added in place
+            assert seen["c10d.allreduce_"] == rank["buckets"] > 1
+
+
+def test_bucketed_wants_one_dtype():
+    from kernels.distributed import data_parallel as dp
+    from kernels.model import TINY, Transformer
+
+    model = Transformer(TINY)
+    model.norm.half()  # one parameter in fp16, the rest fp32
+    with pytest.raises(ValueError, match="model expected parameters of one dtype"):
+        dp.Bucketed(model)
+
+
 @pytest.mark.gpus2
 def test_data_parallel_with_nccl():
     from kernels.distributed import data_parallel as dp

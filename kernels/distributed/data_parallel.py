@@ -4,10 +4,12 @@ that every rank takes the step one process would take on the whole batch.
 
 * :class:`Naive`: after the backward, one all-reduce per parameter (the tiny model has 15: 15
   latency floors a step);
-* :class:`Bucketed`: gradients packed into buckets of about ``bucket_bytes``, in the order the
-  backward finishes them; a hook on each parameter (``register_post_accumulate_grad_hook``)
-  launches a bucket's all-reduce (``async_op=True``) the moment its last gradient is ready, so
-  communication runs while the backward computes the earlier layers; the step waits for them;
+* :class:`Bucketed`: gradients grouped into buckets of about ``bucket_bytes``, in the order the
+  backward finishes them, each bucket one flat buffer in which every parameter's ``.grad`` is a
+  view (the backward adds straight into it: nothing is packed or copied back); a hook on each
+  parameter (``register_post_accumulate_grad_hook``) launches a bucket's all-reduce, in place
+  and ``async_op=True``, the moment its last gradient is ready, so communication runs while the
+  backward computes the earlier layers; the step waits for them;
 * :class:`ZeRO1`: optimizer-state sharding: the gradients averaged as above, but each rank keeps
   AdamW's state (two fp32 moments per weight) for its own share of the parameters only, steps
   those, and broadcasts them to the others: the state's memory divided by the rank count;
@@ -63,34 +65,58 @@ def plan_buckets(params: list[torch.nn.Parameter], bucket_bytes: int) -> list[li
 
 
 class Bucketed:
-    """Buckets of gradients all-reduced while the backward runs."""
+    """Buckets of gradients all-reduced in place while the backward runs.
+
+    Each bucket is one flat buffer, allocated once, and each of its parameters' ``.grad`` a view
+    of its own slice (``DistributedDataParallel``'s ``gradient_as_bucket_view``): autograd adds
+    a gradient into ``p.grad`` in place when ``p.grad`` already holds a tensor, so the backward
+    writes the bucket itself, the all-reduce runs on that buffer, and the optimizer reads the
+    averaged gradients through the same views: no packing, no copy back. Zero them with the
+    optimizer's ``zero_grad(set_to_none=False)`` (``zero_()`` on each view): its default,
+    ``set_to_none=True``, drops the views, autograd then makes the next gradient a fresh tensor
+    outside the bucket, and the hook has to copy it in and put the view back (as DDP does):
+    still right, but one copy a gradient slower."""
 
     def __init__(self, model: torch.nn.Module, bucket_bytes: int = BUCKET_BYTES):
         params = [p for p in model.parameters() if p.requires_grad]
+        if len({(p.dtype, p.device) for p in params}) > 1:
+            raise ValueError("model expected parameters of one dtype on one device, got "
+                             f"{sorted({f'{p.dtype} on {p.device}' for p in params})}")
         self.buckets = plan_buckets(params, bucket_bytes)
+        self.flats, self.view_of = [], {}  # a buffer per bucket; each parameter's slice of it
+        for bucket in self.buckets:
+            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=params[0].dtype,
+                               device=params[0].device)
+            offset = 0
+            for p in bucket:
+                self.view_of[p] = p.grad = flat[offset:offset + p.numel()].view_as(p)
+                offset += p.numel()
+            self.flats.append(flat)
         self.bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
         self.pending = [len(b) for b in self.buckets]
-        self.launched: list[tuple] = []  # (work handle, flat buffer, bucket index)
+        self.launched: list = []  # the all-reduces' work handles
         for p in params:
             p.register_post_accumulate_grad_hook(self._ready)
 
     def _ready(self, p: torch.nn.Parameter) -> None:
         # called by autograd once p.grad holds this backward's whole gradient
+        view = self.view_of[p]
+        if p.grad.data_ptr() != view.data_ptr():  # the view was dropped (set_to_none=True)
+            view.copy_(p.grad)
+            p.grad = view
         i = self.bucket_of[p]
         self.pending[i] -= 1
         if self.pending[i] == 0:  # the bucket's last gradient: send it now
-            flat = torch.cat([q.grad.flatten() for q in self.buckets[i]])
-            self.launched.append((dist.all_reduce(flat, async_op=True), flat, i))
+            # AVG: the mean, not the sum. NCCL scales as it reduces (no pass of our own over the
+            # bucket); gloo sums then divides, and has AVG for all_reduce and reduce only
+            # (since 2025), not its other reductions: where AVG is missing, divide the buffer
+            # by the rank count first and all-reduce with SUM, as DDP does
+            self.launched.append(dist.all_reduce(self.flats[i], op=dist.ReduceOp.AVG,
+                                                 async_op=True))
 
     def sync(self) -> None:
-        n = dist.get_world_size()
-        for work, flat, i in self.launched:
+        for work in self.launched:  # the step waits for the last all-reduces
             work.wait()
-            flat /= n
-            offset = 0
-            for q in self.buckets[i]:
-                q.grad.copy_(flat[offset:offset + q.numel()].view_as(q.grad))
-                offset += q.numel()
         self.launched.clear()
         self.pending = [len(b) for b in self.buckets]
 
