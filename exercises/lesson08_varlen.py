@@ -47,14 +47,17 @@ def locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start):
 
 START = ("sequence b's queries are rows cu_q[b] … cu_q[b + 1] − 1 of q: q_lo = cu_q[b], "
          "seq_q = cu_q[b + 1] − cu_q[b] (tl.load(cu_q_ptr + b), tl.load(cu_q_ptr + b + 1))")
+KEY_START = ("sequence b's keys are rows cu_k[b] … cu_k[b + 1] − 1 of k and v: k_lo = cu_k[b], "
+             "seq_k = cu_k[b + 1] − cu_k[b]")
 KEYS = ("the keys have offsets of their own: k_lo and seq_k come from cu_k, not cu_q (a "
         "sequence may have more keys than queries, or fewer)")
 LENGTH = ("seq_k is a length, cu_k[b + 1] − cu_k[b]: one more and the sequence's queries see "
           "the next sequence's first key, one fewer and they miss their own last key")
 IDLE = ("the grid is sized by the longest sequence: a program whose block starts at or past "
         "its sequence's end (q_start >= seq_q) has no queries, and seq_k = 0 makes its loops "
-        "run nothing (tl.where(q_start < seq_q, seq_k, 0)); a program with queries needs all "
-        "its sequence's keys")
+        "run nothing (tl.where(q_start < seq_q, seq_k, 0))")
+ACTIVE = ("a program with queries needs all its sequence's keys: seq_k = cu_k[b + 1] − cu_k[b], "
+          "zeroed only where the block starts past the sequence's end (q_start >= seq_q)")
 HEAD = ("query heads j·group … j·group + group − 1 share K/V head j (PyTorch's enable_gqa and "
         "FlashAttention group them so): kv_h = h // group; h % group mixes the groups")
 INT64 = ("q_lo and k_lo are multiplied by strides: (q_lo + row) · stride indexes total · H · D "
@@ -151,7 +154,8 @@ def _expect_program(got, b, h, q_start, lengths_q, lengths_k, group: int, where:
         from_q = got[2] == q_lo != k_lo or got[3] == seq_q != seq_k
         expect(got[2] == k_lo and got[3] == seq_k, f"{where}; its keys are rows "
                f"{k_lo}..{k_lo + seq_k - 1} (k_lo={k_lo}, seq_k={seq_k})",
-               KEYS if from_q else LENGTH if got[2] == k_lo and got[3] != 0 else IDLE)
+               KEYS if from_q else KEY_START if got[2] != k_lo else ACTIVE if got[3] == 0
+               else LENGTH)
     else:  # no row of the block is a query: nothing it loads or stores matters, only the work
         expect(got[1] <= q_start, f"{where}; the sequence has {seq_q} queries, so no row of "
                f"this block may count as one (seq_q <= q_start)", START)
