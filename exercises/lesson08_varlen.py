@@ -125,13 +125,12 @@ def _fenced(cu: torch.Tensor) -> torch.Tensor:
     return inside
 
 
-def _probe(locate, lengths_q, lengths_k, heads: int, kv_heads: int, block_m: int, device):
-    """What ``locate`` gives each program of the forward's grid: ``{(b, h, q_start): 7 ints}``."""
-    names = load_cell(_PROBE, "08_locate_probe")
-    names["locate"] = locate  # called by this name
+def _probe(probe, lengths_q, lengths_k, heads: int, kv_heads: int, block_m: int, device):
+    """What the student's ``locate`` gives each program of the forward's grid, through
+    ``probe`` (:data:`_PROBE`): ``{(b, h, q_start): 7 ints}``."""
     grid = (triton.cdiv(max(lengths_q), block_m), len(lengths_q) * heads)
     out = torch.zeros(grid[0] * grid[1] * 7, dtype=torch.int64, device=device)
-    quiet(names["locate_probe"][grid], _fenced(cumulative(lengths_q, device)),
+    quiet(probe[grid], _fenced(cumulative(lengths_q, device)),
           _fenced(cumulative(lengths_k, device)), out, heads, heads // kv_heads, STRIDE,
           BLOCK_M=block_m)
     rows = out.view(grid[1], grid[0], 7).tolist()
@@ -171,10 +170,13 @@ def _expect_program(got, b, h, q_start, lengths_q, lengths_k, group: int, where:
 
 
 def _check_probe(locate, device: str) -> int:
+    names = load_cell(_PROBE, "08_locate_probe")
+    names["locate"] = locate  # called by this name
     checked = 0
     for label, lengths_q, lengths_k, heads, kv_heads in PROBLEMS:
         for block_m in BLOCKS_M:
-            found = _probe(locate, lengths_q, lengths_k, heads, kv_heads, block_m, device)
+            found = _probe(names["locate_probe"], lengths_q, lengths_k, heads, kv_heads,
+                           block_m, device)
             for (b, h, q_start), got in found.items():
                 _expect_program(got, b, h, q_start, lengths_q, lengths_k, heads // kv_heads,
                                 f"{label}, BLOCK_M={block_m}")
