@@ -8,10 +8,11 @@ computed and thrown away. Packed, the sequences lie end to end with no padding::
 
 Sequence ``b`` is ``q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]]`` against
 ``k[cu_seqlens_k[b]:cu_seqlens_k[b + 1]]`` (the cumulative lengths, from 0 to the total), and it
-never sees another sequence's keys. The kernels are lesson 08's with one change of addressing:
-a program reads its sequence's start and length from ``cu_seqlens`` (two loads) where the dense
-kernels compute ``b · stride``, and a program whose block starts past its sequence's end does
-nothing (the grid is sized by ``max_seqlen``, the longest sequence). The loop bodies, masks
+never sees another sequence's keys. The kernels are lesson 08's with one change of addressing
+(:func:`locate`, exercise 08.varlen_locate): a program reads its sequence's start and length
+from ``cu_seqlens`` (two loads each) where the dense kernels compute ``b · stride``, and a
+program whose block starts past its sequence's end does nothing (the grid is sized by
+``max_seqlen``, the longest sequence). The loop bodies, masks
 and the backward's recomputation are the dense kernels' own (:func:`triton_fwd._masked_step`,
 :func:`triton_fwd.attend_block`, :func:`triton_bwd._dkdv_step`, :func:`triton_bwd._dq_step`).
 
@@ -54,6 +55,23 @@ def sequence(cu_ptr, b):
 
 
 @triton.jit
+def locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start):
+    """Where the program of sequence ``b``, query head ``h`` and the sequence's queries
+    ``[q_start, q_start + BLOCK_M)`` finds its data: ``(q_lo, seq_q, k_lo, seq_k, kv_h)``, its
+    sequence's first row and length in q and in k/v, and the K/V head it reads. A program
+    whose block starts past its sequence's end gets ``seq_k = 0``: its loops run nothing."""
+    q_lo = tl.load(cu_q_ptr + b)
+    seq_q = tl.load(cu_q_ptr + b + 1) - q_lo
+    k_lo = tl.load(cu_k_ptr + b)
+    seq_k = tl.load(cu_k_ptr + b + 1) - k_lo
+    # the grid is sized by the longest sequence: a shorter one's extra programs have no queries
+    seq_k = tl.where(q_start < seq_q, seq_k, 0)
+    # int64 offsets: (q_lo + row) · stride indexes total · H · D elements, past 2^31 in a large
+    # batch; grouped-query attention: `group` neighbouring query heads share one K/V head
+    return q_lo.to(tl.int64), seq_q, k_lo.to(tl.int64), seq_k, h // group
+
+
+@triton.jit
 def varlen_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                       sqs, sqh, sqd, sks, skh, skd, svs, svh, svd, sos, soh, sod, slh,
                       n_heads, group, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -62,10 +80,7 @@ def varlen_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
     bh = tl.program_id(1)
     b = bh // n_heads
     h = (bh % n_heads).to(tl.int64)
-    kv_h = h // group
-    q_lo, seq_q = sequence(cu_q_ptr, b)
-    k_lo, seq_k = sequence(cu_k_ptr, b)
-    seq_k = tl.where(q_start < seq_q, seq_k, 0)  # a block past the sequence: no keys, no work
+    q_lo, seq_q, k_lo, seq_k, kv_h = locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start)
     rows = q_start + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
@@ -147,10 +162,7 @@ def varlen_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, cu
     bh = tl.program_id(1)
     b = bh // n_heads
     h = (bh % n_heads).to(tl.int64)
-    kv_h = h // group
-    q_lo, seq_q = sequence(cu_q_ptr, b)
-    k_lo, seq_k = sequence(cu_k_ptr, b)
-    seq_k = tl.where(q_start < seq_q, seq_k, 0)
+    q_lo, seq_q, k_lo, seq_k, kv_h = locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start)
     rows = q_start + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
