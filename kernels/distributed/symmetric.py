@@ -112,7 +112,9 @@ def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.co
     blocks together read one contiguous stretch of the message."""
     pid = tl.program_id(0)
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every peer's input has landed
-    for start in range(pid * BLOCK, numel, tl.num_programs(0) * BLOCK):
+    # (a while loop, not range(): Triton 3.6's interpreter cannot range over a program id)
+    start = pid * BLOCK
+    while start < numel:
         offsets = tile(start, BLOCK)
         mask = offsets < numel  # the last tile is ragged
         acc = tl.zeros([BLOCK], dtype=tl.float32)  # bf16 inputs summed in fp32, rounded once
@@ -120,6 +122,7 @@ def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.co
             acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
                            mask=mask).to(tl.float32)
         tl.store(out + offsets, acc.to(out.dtype.element_ty), mask=mask)
+        start += tl.num_programs(0) * BLOCK
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
@@ -137,7 +140,8 @@ def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     mine = peer_buffer(buffer_ptrs, rank, out)
     begin = rank * chunk
     end = tl.minimum(begin + chunk, numel)
-    for start in range(begin + pid * BLOCK, end, step):  # reduce-scatter: my chunk
+    start = begin + pid * BLOCK
+    while start < end:  # reduce-scatter: my chunk
         offsets = tile(start, BLOCK)
         mask = offsets < end
         acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -147,16 +151,19 @@ def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
         total = acc.to(out.dtype.element_ty)
         tl.store(out + offsets, total, mask=mask)  # my part of the answer
         tl.store(mine + offsets, total, mask=mask)  # and for the peers to read
+        start += step
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every rank's chunk is reduced
     for hop in tl.static_range(1, WORLD):  # all-gather: the peers' chunks, from rank + 1 on
         peer = (rank + hop) % WORLD  # (so that the ranks do not all read rank 0 first)
         theirs = peer_buffer(buffer_ptrs, peer, out)
         begin = peer * chunk
         end = tl.minimum(begin + chunk, numel)
-        for start in range(begin + pid * BLOCK, end, step):
+        start = begin + pid * BLOCK
+        while start < end:
             offsets = tile(start, BLOCK)
             mask = offsets < end
             tl.store(out + offsets, tl.load(theirs + offsets, mask=mask), mask=mask)
+            start += step
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
