@@ -180,6 +180,56 @@ def bounds_checked() -> Iterator[list[Violation]]:
         yield violations
 
 
+@contextlib.contextmanager
+def _older_interpreter_mended() -> Iterator[None]:
+    """What Triton 3.6's interpreter cannot do for a copy of a compiled kernel, done for it:
+    ``triton.language``'s own ``@jit`` helpers (``tl.zeros``, ``tl.cdiv``, ...) were compiled
+    functions when Triton was imported without ``TRITON_INTERPRET``, and a call to one from an
+    interpreted kernel raised "Cannot call @triton.jit'd outside of the scope of a kernel";
+    and with NumPy 2.4 or newer its ``int(tensor)`` (``range(start, n)`` over a program id or a
+    kernel argument) failed on the 1-element arrays it keeps scalars in. Triton 3.8 does both
+    itself; the patches leave its behaviour as it is."""
+    from triton.runtime import interpreter
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    helpers: dict[int, InterpretedFunction] = {}
+
+    def call(self, *args, **kwargs):  # a compiled helper called from an interpreted kernel
+        if id(self) not in helpers:
+            helpers[id(self)] = InterpretedFunction(self.fn)
+        return helpers[id(self)](*args, **kwargs)
+
+    tensor_patch = getattr(interpreter, "_patch_lang_tensor", None)
+
+    def index(self) -> int:  # a scalar held as a 1-element array; a block still raises
+        data = np.asarray(self.handle.data)
+        return int(data.reshape(-1)[0]) if data.size == 1 else int(data)
+
+    def patch_tensor(tensor, scope):
+        tensor_patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", index)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(JITFunction, "__call__", call))
+        if tensor_patch is not None:
+            stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor",
+                                                  patch_tensor))
+        yield
+
+
+def _interpreted_function():
+    """``InterpretedFunction`` whose launches run with :func:`_older_interpreter_mended`."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    class Interpreted(InterpretedFunction):
+        def run(self, *args, **kwargs):
+            with _older_interpreter_mended():
+                return super().run(*args, **kwargs)
+
+    return Interpreted
+
+
 def interpreted(fn: Callable) -> Callable:
     """A copy of ``fn`` (a ``@triton.jit`` kernel, or a Python function that launches some)
     in which every ``@triton.jit`` function it reaches through its module's names runs in
@@ -187,6 +237,7 @@ def interpreted(fn: Callable) -> Callable:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    Interpreted = _interpreted_function()
     copies: dict[int, dict] = {}
 
     def swapped(scope: dict) -> dict:
@@ -194,7 +245,7 @@ def interpreted(fn: Callable) -> Callable:
             new = copies[id(scope)] = dict(scope)
             for name, value in scope.items():
                 if isinstance(value, JITFunction | InterpretedFunction):
-                    new[name] = InterpretedFunction(rebound(value.fn))
+                    new[name] = Interpreted(rebound(value.fn))
         return copies[id(scope)]
 
     def rebound(f: types.FunctionType) -> types.FunctionType:
@@ -204,7 +255,7 @@ def interpreted(fn: Callable) -> Callable:
         return copy
 
     if isinstance(fn, JITFunction | InterpretedFunction):
-        return InterpretedFunction(rebound(fn.fn))
+        return Interpreted(rebound(fn.fn))
     if isinstance(fn, types.FunctionType):
         return rebound(fn)
     raise TypeError(f"expected a @triton.jit kernel or a Python function, got "
