@@ -108,6 +108,7 @@ class Exercise:
     # where the exercise sits: at the end of the notebook section whose heading contains this
     # text (right after its idea); "" puts it in the closing "Exercises" section
     section: str = ""
+    isolated: bool = False  # checked in a child process on a GPU (exercises.isolated)
 
     @property
     def lesson(self) -> str:
@@ -142,10 +143,12 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
-             before: Sequence[str] = (), section: str = ""):
+             before: Sequence[str] = (), section: str = "", isolated: bool = False):
     """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
     ``before``: code cells shown between the statement and the stub (a tool to run first);
-    ``section``: text of the heading whose section the exercise closes (next to its idea)."""
+    ``section``: text of the heading whose section the exercise closes (next to its idea);
+    ``isolated``: on a GPU the check runs in a child process (:mod:`exercises.isolated`: a
+    wrong answer may fault, and a fault would end the notebook's kernel)."""
     if not isinstance(id, str) or "." not in id:
         raise ValueError(f"id expected '<lesson>.<name>' (e.g. '01.sync'), got {id!r}")
     if not answers:
@@ -154,7 +157,7 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
     def register(fn: Callable) -> Callable:
         _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
                                  check=fn, intro=intro, before=tuple(before),
-                                 section=section)
+                                 section=section, isolated=isolated)
         return fn
 
     return register
@@ -271,6 +274,10 @@ def run_check(id: str, *answers) -> Result:
         return Result(ex, "not attempted",
                       ["the stub above is unchanged: edit it (replace every ...), run it, then "
                        "run this cell again"])
+    from exercises import isolated
+
+    if ex.isolated and isolated.wanted():
+        return isolated.run(ex, answers)
     report = Report()
     try:
         ex.check(*answers, report=report)

@@ -323,7 +323,7 @@ def device_is_cpu() -> bool:
 
 
 @exercise("08.attend_block", title="FlashAttention's inner loop", stub=ATTEND_STUB,
-          answers=("attend_block",), section=SECTION_FORWARD, intro="""
+          answers=("attend_block",), section=SECTION_FORWARD, isolated=True, intro="""
 Write the body of the forward's loop over key blocks: `attend_block` of `triton_fwd.py`, with
 the same signature. The check runs the lesson's own kernel with your function in its place
 (fresh copies of `triton_fwd.py`, your `attend_block` patched in), on causal and non-causal
@@ -362,7 +362,7 @@ def key_range(q_start, seq_k, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
 '''
 
 @exercise("08.key_range", title="Skip the blocks a causal mask hides", stub=RANGE_STUB,
-          answers=("key_range",), section=SECTION_FORWARD, intro="""
+          answers=("key_range",), section=SECTION_FORWARD, isolated=True, intro="""
 A causal program need not touch the keys after its last query, and only the blocks that cross
 the diagonal (or the ragged end of the keys) need a mask. Write `key_range` of `triton_fwd.py`:
 the forward's two loops run `range(0, full_end, BLOCK_N)` unmasked and

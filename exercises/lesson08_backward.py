@@ -98,7 +98,7 @@ GRAD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
 @exercise("08.backward_dkdv", title="The backward's dK/dV step", stub=BACKWARD_STUB,
-          answers=("dkdv_block",), section=SECTION_BACKWARD, intro="""
+          answers=("dkdv_block",), section=SECTION_BACKWARD, isolated=True, intro="""
 Write one step of the dK/dV kernel: `dkdv_block` of `triton_bwd.py`, with the same signature.
 The program holds one block of keys and walks the queries; each step recomputes that block's
 `Pᵀ` from the saved log-sum-exp and adds the queries' share to `dV = Pᵀ dO` and to

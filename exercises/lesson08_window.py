@@ -145,7 +145,7 @@ def _check_forward(forward, device: str, dtypes) -> int:
 
 
 @exercise("08.window_range", title="The key blocks a sliding window skips", stub=WINDOW_STUB,
-          answers=("window_range",), section=SECTION_WINDOW, intro="""
+          answers=("window_range",), section=SECTION_WINDOW, isolated=True, intro="""
 Write `window_range` of `triton_fwd.py`: for the queries `[q_start, q_start + BLOCK_M)` under a
 window of `window` keys (query i sees key j when `i − window < j <= i`), `start` is the first key
 block any of them sees (the forward skips every block before it) and `full_start` the first block

@@ -1,0 +1,61 @@
+"""A check whose compiled answer may fault runs in a child process on a GPU (exercises.isolated).
+
+On this CPU the child runs the interpreter, as the GPU's child compiles: the plumbing (the
+answer's source carried over, the result carried back, a dead child reported) is the same.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import exercises
+from exercises import isolated, solutions
+
+ANSWERS = solutions.answers()
+# lesson 08's exercises whose answer addresses q, k or v inside the course's compiled kernel
+FAULTING = ("08.attend_block", "08.key_range", "08.backward_dkdv", "08.window_range")
+
+
+@pytest.fixture
+def in_a_child(monkeypatch):
+    monkeypatch.setattr(isolated, "wanted", lambda: True)
+
+
+def _check(id: str, source: str):
+    names = exercises.load_cell(source, f"isolated_{id}")
+    return exercises.run_check(id, *(names[n] for n in exercises.get(id).answers))
+
+
+def test_the_exercises_that_can_fault_are_isolated():
+    assert [id for id in FAULTING if not exercises.get(id).isolated] == []
+
+
+def test_no_child_on_a_cpu_or_inside_a_child(monkeypatch):
+    assert not isolated.wanted()  # this machine: the interpreter, nothing faults
+    monkeypatch.setattr(isolated.env, "HAS_CUDA", True)
+    monkeypatch.setattr(isolated.env, "TRITON_INTERPRET", False)
+    assert isolated.wanted()
+    monkeypatch.setenv(isolated.CHILD, "1")
+    assert not isolated.wanted()  # a child checks in its own process
+
+
+def test_a_child_passes_the_solution_and_rejects_a_wrong_answer(in_a_child):
+    solution, wrong = ANSWERS["08.key_range"]
+    passed = _check("08.key_range", solution)
+    assert passed.status == "passed", str(passed)
+    label, source = next(iter(wrong.items()))
+    rejected = _check("08.key_range", source)
+    assert rejected.status == "not yet", f"{label}: {rejected}"
+    assert any(line.startswith("hint:") for line in rejected.lines)
+
+
+def test_a_child_that_dies_is_a_not_yet_naming_the_crash(in_a_child):
+    solution, _ = ANSWERS["08.key_range"]
+    # (what a fault does to the child, as the GPU would end it: the process dies mid-check)
+    dying = solution.replace("import triton\n", "import os\nimport triton\n", 1).replace(
+        "    whole_blocks =", "    os.abort()\n    whole_blocks =", 1)
+    assert dying != solution
+    result = _check("08.key_range", dying)
+    assert result.status == "not yet"
+    assert "crashed the GPU" in result.lines[0] and "this notebook is unharmed" in result.lines[1]
+    assert result.lines[-1].startswith("hint:")
