@@ -181,14 +181,15 @@ def bounds_checked() -> Iterator[list[Violation]]:
 
 
 @contextlib.contextmanager
-def _older_interpreter_mended() -> Iterator[None]:
+def _interpreter_mended() -> Iterator[None]:
     """What Triton 3.6's interpreter cannot do for a copy of a compiled kernel, done for it:
     ``triton.language``'s own ``@jit`` helpers (``tl.zeros``, ``tl.cdiv``, ...) were compiled
     functions when Triton was imported without ``TRITON_INTERPRET``, and a call to one from an
     interpreted kernel raised "Cannot call @triton.jit'd outside of the scope of a kernel";
     and with NumPy 2.4 or newer its ``int(tensor)`` (``range(start, n)`` over a program id or a
     kernel argument) failed on the 1-element arrays it keeps scalars in. Triton 3.8 does both
-    itself; the patches leave its behaviour as it is."""
+    itself. And a helper called from the kernel (``tl.zeros``, the answer's own ``@jit``
+    functions) puts ``triton.language`` back after it (:func:`_device_call`)."""
     from triton.runtime import interpreter
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -198,7 +199,7 @@ def _older_interpreter_mended() -> Iterator[None]:
     def call(self, *args, **kwargs):  # a compiled helper called from an interpreted kernel
         if id(self) not in helpers:
             helpers[id(self)] = InterpretedFunction(self.fn)
-        return helpers[id(self)](*args, **kwargs)
+        return _device_call(helpers[id(self)], args, kwargs)
 
     tensor_patch = getattr(interpreter, "_patch_lang_tensor", None)
 
@@ -212,6 +213,9 @@ def _older_interpreter_mended() -> Iterator[None]:
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(JITFunction, "__call__", call))
+        stack.enter_context(mock.patch.object(InterpretedFunction, "__call__",
+                                              lambda self, *args, **kwargs:
+                                              _device_call(self, args, kwargs)))
         if tensor_patch is not None:
             stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor",
                                                   patch_tensor))
@@ -219,15 +223,33 @@ def _older_interpreter_mended() -> Iterator[None]:
 
 
 def _interpreted_function():
-    """``InterpretedFunction`` whose launches run with :func:`_older_interpreter_mended`."""
+    """``InterpretedFunction`` whose launches run with :func:`_interpreter_mended`."""
     from triton.runtime.interpreter import InterpretedFunction
 
     class Interpreted(InterpretedFunction):
         def run(self, *args, **kwargs):
-            with _older_interpreter_mended():
+            with _interpreter_mended():
                 return super().run(*args, **kwargs)
 
     return Interpreted
+
+
+def _device_call(function, args: tuple, kwargs: dict):
+    """``function`` (an ``InterpretedFunction``) called from an interpreted kernel, with
+    ``triton.language`` patched for its module and put back after. Triton's own device call
+    (3.6 and 3.8) patches and never puts back: harmless under ``TRITON_INTERPRET=1``, where
+    nothing is compiled, but on a GPU the next compiled kernel of the process would see the
+    interpreter's ``tl`` (the H100 run at dec5b75: "'ir.value' object has no attribute
+    'dtype'" in every later Triton compile)."""
+    from triton.runtime import interpreter
+
+    scope = interpreter._patch_lang(function.fn)
+    try:
+        return function.rewrite()(*args, **kwargs)
+    except Exception as err:
+        raise interpreter.InterpreterError(repr(err)) from err
+    finally:
+        scope.restore()
 
 
 def interpreted(fn: Callable) -> Callable:

@@ -60,7 +60,7 @@ def test_multicast_stays_off_in_every_rank():
 
 
 def test_sweep_on_gloo():
-    rows = launch.run(collectives.sweep, 2, [4096, 65536], reps=3)
+    rows = launch.run(collectives.sweep, 2, [4096, 65536], reps=3, device="cpu")
     assert rows[0] == rows[1]  # every rank returns the slowest rank's times
     assert [r["op"] for r in rows[0]] == [op for op in collectives.OPS for _ in range(2)]
     for r in rows[0]:
@@ -86,7 +86,7 @@ def _collective_values():
 
 
 def test_collectives_compute_what_they_claim():
-    results = launch.run(_collective_values, 2)
+    results = launch.run(_collective_values, 2, device="cpu")  # CPU tensors: gloo
     x0, x1 = torch.arange(4.0), torch.arange(4.0) + 10
     for rank, (total, gathered, mine) in enumerate(results):
         assert torch.equal(total, x0 + x1)

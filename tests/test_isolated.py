@@ -6,9 +6,12 @@ answer's source carried over, the result carried back, a dead child reported) is
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 import exercises
+from course_utils import env
 from exercises import isolated, solutions
 
 ANSWERS = solutions.answers()
@@ -30,9 +33,13 @@ def test_the_exercises_that_can_fault_are_isolated():
     assert [id for id in FAULTING if not exercises.get(id).isolated] == []
 
 
-def test_no_child_on_a_cpu_or_inside_a_child(monkeypatch):
-    assert not isolated.wanted()  # this machine: the interpreter, nothing faults
+def test_a_child_only_where_a_kernel_is_compiled_and_not_inside_a_child(monkeypatch):
+    monkeypatch.delenv(isolated.CHILD, raising=False)
+    monkeypatch.setattr(isolated.env, "HAS_CUDA", False)
+    assert not isolated.wanted()  # a CPU: the interpreter, nothing faults
     monkeypatch.setattr(isolated.env, "HAS_CUDA", True)
+    monkeypatch.setattr(isolated.env, "TRITON_INTERPRET", True)
+    assert not isolated.wanted()
     monkeypatch.setattr(isolated.env, "TRITON_INTERPRET", False)
     assert isolated.wanted()
     monkeypatch.setenv(isolated.CHILD, "1")
@@ -49,6 +56,8 @@ def test_a_child_passes_the_solution_and_rejects_a_wrong_answer(in_a_child):
     assert any(line.startswith("hint:") for line in rejected.lines)
 
 
+@pytest.mark.skipif(not env.TRITON_INTERPRET, reason="the child compiles here: os.abort() "
+                    "is Python the interpreter runs, not Triton (the next test fakes the death)")
 def test_a_child_that_dies_is_a_not_yet_naming_the_crash(in_a_child):
     solution, _ = ANSWERS["08.key_range"]
     # (what a fault does to the child, as the GPU would end it: the process dies mid-check)
@@ -59,3 +68,17 @@ def test_a_child_that_dies_is_a_not_yet_naming_the_crash(in_a_child):
     assert result.status == "not yet"
     assert "crashed the GPU" in result.lines[0] and "this notebook is unharmed" in result.lines[1]
     assert result.lines[-1].startswith("hint:")
+
+
+def test_a_fault_in_the_child_is_reported_from_its_last_words(in_a_child, monkeypatch):
+    """What the parent reads from a child that a GPU fault killed (its stderr's last line)."""
+    said = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+
+    def died(command, **kwargs):
+        assert command[1:3] == ["-m", "exercises.isolated"] and command[3] == "08.key_range"
+        assert kwargs["env"][isolated.CHILD] == "1"
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr=f"Traceback\n{said}\n")
+
+    monkeypatch.setattr(isolated.subprocess, "run", died)
+    result = _check("08.key_range", ANSWERS["08.key_range"][0])
+    assert (result.status, result.lines[0]) == ("not yet", f"your code crashed the GPU: {said}")
