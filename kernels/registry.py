@@ -196,28 +196,30 @@ class Kernel:
         return self._built
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        built = self._built
-        if built is None:  # first call: the full path, the machine's checks included
-            if reason := self.supports(*args):
-                raise KernelNotSupported(f"{self.name}: {reason}")
-            if self.build is None:  # a plain function (the Triton kernels): from now on it
-                self._built = self.fn  # takes the checked-once path below, as a built one does
-            return self.load()(*args, **kwargs)
-        # built, so this machine can run it (load() checked): only the problem is checked, here,
-        # and once per distinct problem. Every check reads the arguments' shapes, strides,
-        # dtypes, devices and (alignment, TMA descriptors) addresses, never their values, so a
-        # problem accepted before is accepted again: a call in a loop pays a key and a lookup
-        # instead of the checks (lesson 09 measures what each layer of a call costs)
+        # Every check reads the arguments' shapes, strides, dtypes, devices and (alignment, TMA
+        # descriptors) addresses, never their values, so a problem accepted before is accepted
+        # again: a call in a loop pays a key and a lookup instead of the checks (lesson 09
+        # measures what each layer of a call costs)
         key = _problem_key(args)
         if key is None or key not in self._accepted:
+            self._accept(args, key)
+        return self._built(*args, **kwargs)
+
+    def _accept(self, args: tuple, key: tuple | None) -> None:
+        """The checks of a problem not seen before (``KernelNotSupported`` or ``ValueError``
+        if it fails them); then remember it under ``key``."""
+        if self._built is None:  # the first call: the machine's checks too, then the build
+            if reason := self.supports(*args):
+                raise KernelNotSupported(f"{self.name}: {reason}")
+            self._built = self.load()  # (a plain function, the Triton kernels: itself)
+        else:  # built, so this machine can run it (load() checked): only the problem's checks
             OPS[self.op].validate(*args)
             if reason := self._problem_reason(args):
                 raise KernelNotSupported(f"{self.name}: {reason}")
-            if key is not None:
-                if len(self._accepted) >= ACCEPTED_PROBLEMS:
-                    self._accepted.clear()  # a long-running sweep must not grow it forever
-                self._accepted[key] = None
-        return built(*args, **kwargs)
+        if key is not None:
+            if len(self._accepted) >= ACCEPTED_PROBLEMS:
+                self._accepted.clear()  # a long-running sweep must not grow it forever
+            self._accepted[key] = None
 
     def __repr__(self) -> str:
         dtypes = ", ".join(map(_dtype_name, self.dtypes))
@@ -229,18 +231,21 @@ ACCEPTED_PROBLEMS = 256  # distinct problems a kernel remembers as checked
 
 
 def _problem_key(args: tuple) -> tuple | None:
-    """What the checks of a call depend on, hashable; None when an argument is neither a tensor
-    nor a plain value (then the call is checked every time)."""
+    """What the checks of a call read, hashable: each tensor's address, shape, strides, dtype
+    and device, each plain value with its type; None when an argument is neither (then the
+    call is checked every time)."""
     key = []
     for arg in args:
         if isinstance(arg, torch.Tensor):
-            key.append((arg.data_ptr(), arg.shape, arg.stride(), arg.dtype, arg.device,
-                        arg.requires_grad))
-        elif arg is None or isinstance(arg, (bool, int, float, str)):
+            key.append((arg.data_ptr(), arg.shape, arg.stride(), arg.dtype, arg.device))
+        elif type(arg) in _PLAIN:  # (type: True and 1 are equal, but not the same problem)
             key.append((type(arg), arg))
         else:
             return None
     return tuple(key)
+
+
+_PLAIN = (bool, int, float, str, type(None))
 
 
 @functools.cache  # a GPU's capability does not change: ask torch once per device

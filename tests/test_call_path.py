@@ -42,13 +42,13 @@ def test_a_built_kernel_checks_each_problem_once_and_the_machine_once(counted):
     for _ in range(10):
         torch.testing.assert_close(kernel(a, a), a + a)
     assert calls["build"] == 1 and calls["run"] == 10
-    assert calls["check"] == 2, "the first call's supports(), then the problem once: remembered"
+    assert calls["check"] == 1, "the first call's supports() checks the problem: remembered"
     assert calls["unavailable"] <= 2, "the machine is asked before the build, not per call"
     b = torch.ones(8)  # another address: another problem (alignment, TMA descriptors)
     kernel(a, b)
     kernel(a, b)
     kernel(a, a[:4].repeat(2))  # same shape, new storage
-    assert calls["check"] == 4 and calls["run"] == 13
+    assert calls["check"] == 3 and calls["run"] == 13
 
 
 def test_after_the_first_call_bad_problems_are_still_refused(counted):
@@ -87,8 +87,8 @@ def test_a_kernel_without_a_build_step_also_checks_each_problem_once(monkeypatch
         a = torch.ones(8)
         for _ in range(10):
             torch.testing.assert_close(kernel(a, a), a + a)
-        # the first call's supports(), then the problem once (as a built kernel); the machine once
-        assert calls["run"] == 10 and calls["check"] == 2 and calls["unavailable"] == 1
+        # the first call's supports() (the machine's checks and the problem's), remembered
+        assert calls["run"] == 10 and calls["check"] == 1 and calls["unavailable"] == 1
         with pytest.raises(KernelNotSupported, match="b must be 8 long or more"):
             kernel(a[:4], a[:4])
         with pytest.raises(KernelNotSupported, match="supports float32; got a of float64"):
@@ -97,3 +97,72 @@ def test_a_kernel_without_a_build_step_also_checks_each_problem_once(monkeypatch
     finally:
         kernels.unregister(kernel)
 
+
+
+@pytest.fixture
+def counted_launches(monkeypatch):
+    """Every Triton launch through a plan counted by kernel name and the launch itself skipped
+    (the host's Python is what is counted; the kernels' results are not read), and the op's
+    validate and the kernel's check counted."""
+    from kernels import triton_launch
+
+    launches = []
+
+    def launch(self, key, tensors, make):
+        launches.append(self.kernel.__name__)
+
+    monkeypatch.setattr(triton_launch.Launcher, "__call__", launch)
+    return launches
+
+
+def count_checks(monkeypatch, op, provider):
+    calls = {"validate": 0, "check": 0}
+    kernel = kernels.get_kernel(op, provider)
+    validate, check = kernels.OPS[op].validate, kernel.check
+
+    def counted_validate(*args):
+        calls["validate"] += 1
+        return validate(*args)
+
+    def counted_check(*args):
+        calls["check"] += 1
+        return check(*args)
+
+    monkeypatch.setattr(kernels.OPS[op], "validate", counted_validate)
+    monkeypatch.setattr(kernel, "check", counted_check)
+    monkeypatch.setattr(kernel, "_accepted", {})  # as if never called: its first call here
+    return kernel, calls
+
+
+def test_a_registered_triton_call_checks_once_and_launches_once(monkeypatch, counted_launches):
+    """The registered attention and RMSNorm forward, ten calls of one problem: validate and
+    the kernel's check run on the first call only, and each call is one launch."""
+    attention, attention_calls = count_checks(monkeypatch, "attention", "triton")
+    rmsnorm, rmsnorm_calls = count_checks(monkeypatch, "rmsnorm", "triton")
+    q, k, v = (torch.randn(1, 2, 128, 64, dtype=torch.float16) for _ in range(3))
+    x, w = torch.randn(64, 256, dtype=torch.float16), torch.randn(256, dtype=torch.float16)
+    for _ in range(10):
+        attention(q, k, v, True)
+        rmsnorm(x, w, 1e-6)
+    assert attention_calls == {"validate": 1, "check": 1}
+    assert rmsnorm_calls == {"validate": 1, "check": 1}
+    assert counted_launches == ["attention_fwd_kernel", "rmsnorm_fwd_kernel"] * 10
+    attention(q, k, v, False)  # another problem (causal is part of it): checked again
+    assert attention_calls == {"validate": 2, "check": 2}
+
+
+def test_the_rmsnorm_forward_and_backward_are_one_check_and_three_launches(
+        monkeypatch, counted_launches):
+    """Forward + backward through autograd, ten times: the registry checks the problem once;
+    the forward is one launch, the backward two (dx with the per-program partial sums of
+    dweight, then their column sum, rounded to the weight's dtype in the same kernel)."""
+    rmsnorm, calls = count_checks(monkeypatch, "rmsnorm", "triton")
+    x = torch.randn(64, 256, dtype=torch.float16, requires_grad=True)
+    w = torch.randn(256, dtype=torch.float16, requires_grad=True)
+    dy = torch.randn(64, 256, dtype=torch.float16)
+    for _ in range(10):
+        rmsnorm(x, w, 1e-6).backward(dy)
+        x.grad = w.grad = None
+    assert calls == {"validate": 1, "check": 1}
+    assert counted_launches == ["rmsnorm_fwd_kernel", "rmsnorm_bwd_kernel",
+                                "rmsnorm_dweight_kernel"] * 10

@@ -156,7 +156,7 @@ def test_the_course_kernels_take_their_constexprs_last():
     launchers = [triton_fwd._launch, triton_bwd._delta_launch, triton_bwd._dkdv_launch,
                  triton_bwd._dq_launch, triton_gelu._forward_launch, triton_gelu._backward_launch,
                  triton_rmsnorm._forward_launch, triton_rmsnorm._backward_launch,
-                 triton_softmax._launch]
+                 triton_rmsnorm._dweight_launch, triton_softmax._launch]
     for launcher in launchers:
         if hasattr(launcher.kernel, "constexprs"):  # a JIT function (not the interpreter's)
             assert launcher.constexpr_names is not None, launcher.kernel
@@ -235,8 +235,9 @@ def test_the_compiled_launcher_path_computes_what_tritons_path_does():
     from kernels.attention import triton_bwd, triton_decode, triton_fwd
 
     for launcher in (triton_rmsnorm._forward_launch, triton_rmsnorm._backward_launch,
-                     triton_gelu._forward_launch, triton_softmax._launch, triton_fwd._launch,
-                     triton_bwd._delta_launch, triton_bwd._dkdv_launch, triton_bwd._dq_launch,
+                     triton_rmsnorm._dweight_launch, triton_gelu._forward_launch,
+                     triton_softmax._launch, triton_fwd._launch, triton_bwd._delta_launch,
+                     triton_bwd._dkdv_launch, triton_bwd._dq_launch,
                      triton_decode._packed, triton_decode._combine):
         assert launcher.plans and all(p.run is not None for p in launcher.plans.values()), \
             f"{launcher.kernel}: no compiled launcher kept (Triton's path on every call)"

@@ -111,7 +111,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def _attention(q, k, v, causal=False, window=None):
     # (what the registry calls: it has asked the same questions already)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return FlashAttention.apply(q, k, v, causal, window)
     return forward_by_shape(q, k, v, causal, window)[0]  # inference: nothing saved
 

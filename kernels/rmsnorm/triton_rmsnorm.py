@@ -16,12 +16,15 @@ to rounding that depends on which program happens to add first, so it changes fr
 (float addition is not associative: the gradient would not be reproducible), and every program
 would hammer the same ``hidden`` addresses. Instead each program owns a group of rows, accumulates
 its part of ``dweight`` in float32 registers, and writes it to its own row of a ``(programs,
-hidden)`` buffer: no two programs write the same address. A second reduction adds the buffer's
-rows: ``partial.sum(0)``, PyTorch's own column sum. The buffer has a few rows per SM, not one per
-row of x (at hidden 8192 on an H100's 132 SMs, two programs each: 8.6 MiB of float32, written once
-and read once, against the 768 MiB of bf16 that the backward of 16k rows must move), so the second
-pass costs little, and a kernel of our own for it would only be the same column sum again. The
-result is deterministic: same shapes, same groups, same order of additions.
+hidden)`` buffer: no two programs write the same address. A second, small kernel
+(``rmsnorm_dweight_kernel``) adds the buffer's rows in float32 and rounds the sum once to the
+weight's dtype. The buffer has a few rows per SM, not one per row of x (at hidden 8192 on an
+H100's 132 SMs, two programs each: 8.6 MiB of float32, written once and read once, against the
+768 MiB of bf16 that the backward of 16k rows must move), so the second pass costs the GPU little;
+it is a kernel of our own rather than ``partial.sum(0).to(weight.dtype)`` because that is two
+launches (the sum, then the rounding) and a float32 vector between them, and at a small problem
+every launch is host time (lesson 09's table). The result is deterministic: same shapes, same
+groups, same order of additions.
 """
 
 from __future__ import annotations
@@ -96,6 +99,28 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, n_ro
     tl.store(partial_ptr + pid * partial_row_stride + cols, dw, mask=mask)
 
 
+@triton.jit
+def rmsnorm_dweight_kernel(partial_ptr, dw_ptr, n_partials, n_cols, partial_row_stride,
+                           ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    # one program per BLOCK_N columns: walks down the partial rows BLOCK_P at a time, always in
+    # the same order (deterministic), sums in ACC and rounds once, to dweight's dtype
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    total = tl.zeros((BLOCK_N,), dtype=ACC)
+    for start in range(0, n_partials, BLOCK_P):
+        rows = start + tl.arange(0, BLOCK_P)
+        ok = (rows[:, None] < n_partials) & col_ok[None, :]
+        block = tl.load(partial_ptr + rows[:, None] * partial_row_stride + cols[None, :],
+                        mask=ok, other=0.0)
+        total += tl.sum(block, axis=0)
+    tl.store(dw_ptr + cols, total.to(dw_ptr.dtype.element_ty), mask=col_ok)
+
+
+# the dweight kernel's tile: 32 partial rows x 64 columns a step (4 warps, 16 floats a thread);
+# 64 programs at hidden 4096. (Reasoned, not timed: a few microseconds of GPU time either way.)
+DWEIGHT_ROWS, DWEIGHT_COLUMNS = 32, 64
+
+
 def _acc(dtype: torch.dtype) -> tuple[torch.dtype, tl.dtype]:
     """Accumulate in float32, in float64 for float64 input (for gradcheck)."""
     return (torch.float64, tl.float64) if dtype == torch.float64 else (torch.float32, tl.float32)
@@ -160,16 +185,21 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                               partial.stride(0)),
                 {"ACC": _acc(x.dtype)[1], "BLOCK": block, **_launch_options(block)})
 
-    _backward_launch((x.shape, x.stride(), dy.stride(), weight.stride()),
-                     (dy, x, weight, rstd, dx, partial), make)
+    key = (x.shape, x.stride(), dy.stride(), weight.stride())
+    _backward_launch(key, (dy, x, weight, rstd, dx, partial), make)
     # the second reduction: (programs, hidden) -> (hidden,), in float32, rounded once
-    return dx, partial.sum(dim=0).to(weight.dtype)
+    dweight = torch.empty(cols, dtype=weight.dtype, device=x.device)
+    _dweight_launch(key, (partial, dweight), lambda: (
+        (cdiv(cols, DWEIGHT_COLUMNS),), (programs, cols, partial.stride(0)),
+        {"ACC": _acc(x.dtype)[1], "BLOCK_P": DWEIGHT_ROWS, "BLOCK_N": DWEIGHT_COLUMNS}))
+    return dx, dweight
 
 
 # The kernels' launchers: a problem's grid, sizes, strides and compiled kernel are worked out on
 # its first call and looked up on every later one (kernels/triton_launch.py says why and how)
 _forward_launch = Launcher(rmsnorm_fwd_kernel)
 _backward_launch = Launcher(rmsnorm_bwd_kernel)
+_dweight_launch = Launcher(rmsnorm_dweight_kernel)
 
 
 @functools.lru_cache(maxsize=256)  # per (rows, device): the same answer for every call
@@ -216,4 +246,4 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> t
 register("rmsnorm", "triton", fn=rmsnorm_triton, dtypes=KERNEL_DTYPES, needs=("triton",),
          check=reason,
          meta={"rows_per_program": 1, "max_columns": MAX_COLUMNS, "backward": "triton",
-               "dweight_reduction": "per-program partial sums, then partial.sum(0)"})
+               "dweight_reduction": "per-program partial sums, then a column-sum kernel"})
