@@ -190,6 +190,17 @@ def test_verdicts_are_read_from_records():
     assert len(lines) == 3 and all("as expected" in line for line in lines), lines
 
 
+def test_a_missed_loss_target_names_torch_compiles_own_drift():
+    from course_utils.results import Record
+
+    run, peer = "after 200 steps bf16-autocast S=1024 B=8", {"peer": 10.0, "peer_what": "eager"}
+    records = [Record(bench.LESSON, f"final loss compile {run}", 10.05, "loss", **peer),
+               Record(bench.LESSON, f"final loss all-course {run}", 10.2, "loss", **peer)]
+    (line,) = [ln for ln in bench.verdicts(records) if "loss within" in ln]
+    assert "2.00% apart" in line and "NOT here" in line
+    assert line.endswith("torch.compile's own loss is 0.50% from eager's"), line
+
+
 @pytest.mark.gpu
 def test_gpt2_small_runs_every_configuration_on_a_gpu():
     config = dataclasses.replace(GPT2_SMALL, n_layers=2)
