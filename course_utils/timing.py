@@ -8,6 +8,10 @@ timing it with a wall clock measures the launch, not the work. :func:`benchmark`
    before reading them; on the CPU, uses ``time.perf_counter``,
 3. repeats until it has enough samples and reports the median (robust to the odd slow run)
    together with the spread, so you can see the variance instead of trusting one number.
+
+:func:`one_call` times a call as the caller's own timer sees it (the host's work included), and
+:func:`graph_replay_ms` the GPU's work alone, the calls replayed from a CUDA graph
+(:func:`capture_graph`).
 """
 
 from __future__ import annotations
@@ -185,6 +189,89 @@ def one_call(fn: Callable, *args, name: str | None = None, warmup: int = 3, reps
         end.synchronize()
         times.append(begin.elapsed_time(end))
     return Timing(name=name, times_ms=tuple(times), device=kind)
+
+
+class GraphCaptureError(RuntimeError):
+    """``fn`` could not be run on a side stream or captured in a CUDA graph (a host sync, an
+    ``.item()``, a library call that refuses capture); the original error is the cause."""
+
+
+def capture_graph(fn: Callable[[], object], *, calls: int = 1, warmup: int = 1,
+                  name: str | None = None) -> Callable[[], None]:
+    """``calls`` back-to-back calls of ``fn()`` captured once in one CUDA graph; returns the
+    graph's ``replay``, which submits all of them with one host call.
+
+    As PyTorch's guide asks, ``fn`` first runs ``warmup`` times on a side stream (compiles,
+    per-problem plans, the allocator's blocks: nothing new may happen during capture), and the
+    capture is made on that stream. A replay does the captured work on the captured addresses:
+    the same inputs are read and the same outputs overwritten every time, and a new shape needs a
+    new capture. Raises :class:`GraphCaptureError` where ``fn`` fails to warm up or to be
+    captured (the device is synchronised first, so the caller can carry on without a graph), and
+    ValueError without a CUDA GPU.
+    """
+    _check_graph_args("capture_graph", fn, calls=calls, warmup=warmup)
+    name = name or _describe(fn)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    phase = "the warm-up on a side stream"
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                fn()
+            phase = "capture"
+            with torch.cuda.graph(graph, stream=side):
+                for _ in range(calls):
+                    fn()
+    except Exception as err:  # noqa: BLE001  (whatever refuses capture: the caller decides)
+        torch.cuda.synchronize()
+        raise GraphCaptureError(f"capture_graph: {name} raised {type(err).__name__} during "
+                                f"{phase}: {err}") from err
+    torch.cuda.current_stream().wait_stream(side)
+    return graph.replay
+
+
+def graph_replay_ms(fn: Callable[[], object], *, calls: int = 1, reps: int = 10,
+                    warmup: int = 2, ready: Callable[[], object] | None = None,
+                    name: str | None = None) -> float:
+    """Median GPU time (ms) of one call of ``fn()`` when replayed from a CUDA graph.
+
+    ``calls`` calls of ``fn`` are captured once in one graph (:func:`capture_graph`); then
+    ``ready()`` runs, if given (a barrier, so that every rank of a collective starts timing
+    together); then the graph is replayed ``warmup`` times untimed and ``reps`` times between
+    CUDA events (:func:`benchmark`), and the median replay is divided by ``calls``.
+
+    What it measures: the GPU's time for the captured kernels, back to back as the graph submits
+    them. What it leaves out: the host. No Python, argument checks, allocation or launch call of
+    ``fn`` is in it (a replay is one host call for all of them); time the eager call with
+    :func:`benchmark` for that, and the replay's own host cost with a wall clock around
+    ``capture_graph(fn)()`` calls. A CUDA graph needs a CUDA GPU: on a CPU this raises
+    ValueError; where ``fn`` cannot be captured, :class:`GraphCaptureError`.
+    """
+    if ready is not None and not callable(ready):
+        raise TypeError(f"graph_replay_ms(ready=...) expected a callable or None, got "
+                        f"{type(ready).__name__}")
+    _check_graph_args("graph_replay_ms", fn, calls=calls, warmup=warmup, reps=reps)
+    name = name or _describe(fn)
+    replay = capture_graph(fn, calls=calls, name=name)
+    if ready is not None:
+        ready()
+    return benchmark(replay, warmup=warmup, reps=reps, device="cuda",
+                     name=f"{name} (graph of {calls})").median / calls
+
+
+def _check_graph_args(who: str, fn: object, **counts: int) -> None:
+    """The arguments of the graph helpers, checked before anything touches a GPU."""
+    if not callable(fn):
+        raise TypeError(f"{who}(fn=...) expected a callable, got {type(fn).__name__}: "
+                        f"{fn!r:.60}")
+    for arg, value in counts.items():
+        least = 0 if arg == "warmup" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{who}({arg}=...) expected an int >= {least}, got {value!r}")
+    if not env.HAS_CUDA:
+        why = "; ".join(env.unmet("cuda")) or "env.HAS_CUDA is False"
+        raise ValueError(f"{who} needs a CUDA GPU, as a CUDA graph records GPU work: {why}")
 
 
 def sweep(fn: Callable, params: Iterable, desc: str = "sweep", **bench_kwargs) -> list:

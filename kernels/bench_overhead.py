@@ -162,19 +162,6 @@ def _layers_fp64(n: int) -> tuple[str, str, list[tuple[str, Callable]]]:
     ]
 
 
-def _graph_replay(fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` captured once in a CUDA graph; the returned call replays it (same addresses)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture, as torch's docs ask
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
 def _layers_wgmma(n: int, variant: str) -> tuple[str, str, list[tuple[str, Callable]]]:
     from kernels.matmul.hopper import wgmma
 
@@ -196,7 +183,8 @@ def _layers_wgmma(n: int, variant: str) -> tuple[str, str, list[tuple[str, Calla
          lambda: wgmma.launch(wgmma.BEST, v, a, b.t(), out)),
         ("wgmma.matmul (the op's function)", lambda: wgmma.matmul(a, b, v)),
         ("registry get_kernel(...)(a, b)", lambda: registered(a, b)),
-        ("the registry call replayed from a CUDA graph", _graph_replay(lambda: registered(a, b))),
+        ("the registry call replayed from a CUDA graph",
+         timing.capture_graph(lambda: registered(a, b))),
     ]
 
 

@@ -189,3 +189,21 @@ def test_fused_memory_grows_linearly_with_s():
     triton, naive = found["triton"], found["naive"]
     assert triton[8192] / triton[2048] < 4.5, triton  # linear: x4 for x4 S (no S x S tensor)
     assert naive[8192] / naive[2048] > 12, naive  # the S x S matrices: x16
+
+
+def test_the_gpu_checks_tuning_sweep_keeps_the_fastest_and_reports_the_failures(capsys):
+    """(any machine) gpu_check's one sweep over candidate configurations: each time printed in
+    order, a candidate that raises printed with its error and left out, the first of the
+    fastest kept; none left is an error naming the sweep."""
+    from kernels.attention.gpu_check import fastest
+
+    def run(c):
+        if c == "b":
+            raise ValueError("out of shared memory")
+        return {"a": 3.0, "c": 1.5, "d": 1.5}[c], f"  time of {c}"
+
+    assert fastest(["a", "b", "c", "d"], run, "  D=64") == (1.5, "c")
+    assert capsys.readouterr().out.splitlines() == [
+        "  time of a", "  D=64 b: ValueError out of shared memory", "  time of c", "  time of d"]
+    with pytest.raises(RuntimeError, match="D=64: every candidate configuration failed"):
+        fastest(["b"], run, "  D=64")

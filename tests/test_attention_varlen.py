@@ -119,9 +119,11 @@ def test_malformed_problems_raise_naming_the_argument():
         ({"max_seqlen_k": True}, "max_seqlen_k expected an int"),
         ({"q": q[None]}, "q expected a 3-D tensor"),
         ({"k": k[:, :1].expand(-1, 3, -1), "v": v[:, :1].expand(-1, 3, -1)},
-         "k expected shape \\(total_k, H_kv, 16\\) with H_kv dividing q's 4 heads"),
+         "k expected a number of heads that divides q's 4"),
+        ({"k": k[..., :8], "v": v[..., :8]},
+         "k expected shape \\(total_k, H_kv, 16\\) to match q \\(8, 4, 16\\)"),
         ({"v": v[:-1]}, "v expected the shape of k"),
-        ({"k": k.double()}, "k expected the dtype and device of q"),
+        ({"k": k.double()}, "k expected the dtype of q \\(torch.float32\\), got torch.float64"),
     ]
     for change, words in cases:
         with pytest.raises(ValueError, match=f"varlen_attention: {words}"):

@@ -122,3 +122,64 @@ def test_one_call_times_each_call_on_its_own_and_refuses_bad_input():
         timing.one_call(lambda: None, reps=0, device="cpu")
     with pytest.raises(TypeError, match="expected a callable, got int"):
         timing.one_call(3)
+
+
+def test_graph_helpers_check_their_arguments_before_touching_a_gpu():
+    """(any machine) Bad arguments are a TypeError or a ValueError naming the argument; on a
+    machine without CUDA, good ones are a ValueError saying a CUDA graph needs a GPU."""
+    for helper in (timing.graph_replay_ms, timing.capture_graph):
+        who = helper.__name__
+        with pytest.raises(TypeError, match=rf"{who}\(fn=...\) expected a callable, got int"):
+            helper(3)
+        with pytest.raises(ValueError, match=rf"{who}\(calls=...\) expected an int >= 1"):
+            helper(lambda: None, calls=0)
+        with pytest.raises(ValueError, match=rf"{who}\(warmup=...\) expected an int >= 0"):
+            helper(lambda: None, warmup=-1)
+        with pytest.raises(ValueError, match=r"expected an int >= 1, got 2.5"):
+            helper(lambda: None, calls=2.5)
+    with pytest.raises(ValueError, match=r"ms\(reps=...\) expected an int >= 1, got 0"):
+        timing.graph_replay_ms(lambda: None, reps=0)
+    with pytest.raises(TypeError, match=r"graph_replay_ms\(ready=...\) expected a callable"):
+        timing.graph_replay_ms(lambda: None, ready="barrier")
+    if not env.HAS_CUDA:
+        for helper in (timing.graph_replay_ms, timing.capture_graph):
+            with pytest.raises(ValueError, match=f"{helper.__name__} needs a CUDA GPU, as a "
+                                                 "CUDA graph records GPU work: no CUDA GPU"):
+                helper(lambda: None)
+
+
+@pytest.mark.gpu
+def test_a_small_kernel_replayed_from_a_graph_is_timed_per_call():
+    """One warm-up call runs eagerly, the capture runs nothing, and every replay (2 untimed, 5
+    timed) does the 4 captured calls: the tensor counts them. The time is the GPU's per call."""
+    x = torch.zeros(1 << 20, device="cuda")
+    ready = []
+    ms = timing.graph_replay_ms(lambda: x.add_(1), calls=4, reps=5, warmup=2,
+                                ready=lambda: ready.append(x.clone()))
+    torch.cuda.synchronize()
+    assert 0 < ms < 100
+    assert ready[0].eq(1).all()  # ready() ran after the capture, before any replay
+    assert x.eq(1 + 4 * (2 + 5)).all()
+    replay = timing.capture_graph(lambda: x.mul_(2))
+    replay()
+    torch.cuda.synchronize()
+    assert x.eq((1 + 28) * 4).all()  # the eager warm-up doubled it, the replay once more
+
+
+@pytest.mark.gpu
+def test_a_call_that_cannot_be_captured_is_a_graph_capture_error():
+    """A call that refuses capture (as a host sync would, here in Python so that the CUDA
+    context stays clean) is a GraphCaptureError naming the phase; its warm-up ran, the GPU
+    carries on."""
+    x = torch.ones(4, device="cuda")
+
+    def refuses():
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("operation not permitted when stream is capturing")
+        x.add_(1)
+
+    with pytest.raises(timing.GraphCaptureError, match="refuses raised RuntimeError during "
+                                                       "capture: operation not permitted"):
+        timing.graph_replay_ms(refuses, name="refuses")
+    assert isinstance(timing.GraphCaptureError("x"), RuntimeError)
+    assert (x + 1).sum().item() == 12  # the warm-up's call ran once: 2 + 1 each

@@ -30,27 +30,39 @@ from kernels.registry import Case, define_op, expect_tensor, register
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _validate(q, k, v, causal=False, window=None) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        expect_tensor("attention", name, t, ndim=4, floating=True)
-    b, h, _, d = q.shape
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"attention: k expected shape ({b}, H_kv, Sk, {d}) to match q "
+def check_kv(op: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             kv_shape: tuple[int | str, ...]) -> None:
+    """ValueError, naming the argument, unless k and v fit q: the checks that the dense op and
+    :func:`varlen_attention` share (``op`` starts each message). ``kv_shape`` is k's expected
+    shape as the message prints it: an int where k must have q's size there (``(B, "H_kv",
+    "Sk", D)`` dense, ``("total_k", "H_kv", D)`` packed), a name where any size goes. Dimension
+    1 holds the heads in both layouts: k's must divide q's (grouped-query attention). v has
+    k's shape; both have q's dtype and device. q, k and v are tensors of ``len(kv_shape)``
+    dimensions already (``expect_tensor``)."""
+    if any(isinstance(size, int) and k.shape[i] != size for i, size in enumerate(kv_shape)):
+        raise ValueError(f"{op}: k expected shape ({', '.join(map(str, kv_shape))}) to match q "
                          f"{tuple(q.shape)}, got {tuple(k.shape)}")
+    h = q.shape[1]
     if k.shape[1] == 0 or h % k.shape[1]:
-        raise ValueError(f"attention: k expected a number of heads that divides q's {h} "
+        raise ValueError(f"{op}: k expected a number of heads that divides q's {h} "
                          f"(grouped-query attention: each K/V head serves H / H_kv query heads), "
                          f"got {k.shape[1]} heads, shape {tuple(k.shape)}")
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"attention: v expected the shape of k {tuple(k.shape)}, "
+        raise ValueError(f"{op}: v expected the shape of k {tuple(k.shape)}, "
                          f"got {tuple(v.shape)}")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
-            raise ValueError(f"attention: {name} expected the dtype of q ({q.dtype}), "
-                             f"got {t.dtype}")
+            raise ValueError(f"{op}: {name} expected the dtype of q ({q.dtype}), got {t.dtype}")
         if t.device != q.device:
-            raise ValueError(f"attention: {name} expected the device of q ({q.device}), "
+            raise ValueError(f"{op}: {name} expected the device of q ({q.device}), "
                              f"got {t.device}")
+
+
+def _validate(q, k, v, causal=False, window=None) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        expect_tensor("attention", name, t, ndim=4, floating=True)
+    b, _, _, d = q.shape
+    check_kv("attention", q, k, v, (b, "H_kv", "Sk", d))
     if not isinstance(causal, bool):
         raise ValueError(f"attention: causal expected True or False, got {causal!r}")
     if window is not None:

@@ -123,6 +123,61 @@ def ms(fn) -> float:
     return timing.benchmark(fn, device="cuda", min_time_s=0.1, warmup=2).median
 
 
+def fastest(candidates: list, run, failed: str) -> tuple[float, object]:
+    """Every candidate configuration in order: ``run(c)`` times it and returns (ms, the line to
+    print); one that raises is printed as ``{failed} {c}: Error message`` and left out (a
+    configuration this GPU cannot run, out of shared memory say). Returns the fastest (ms, c),
+    the first of equal times."""
+    rows = []
+    for c in candidates:
+        try:
+            t, line = run(c)
+        except Exception as err:
+            print(f"{failed} {c}: {type(err).__name__} {str(err)[:100]}")
+            continue
+        rows.append((t, c))
+        print(line, flush=True)
+    if not rows:
+        raise RuntimeError(f"{failed.strip()}: every candidate configuration failed")
+    return min(rows, key=lambda r: r[0])
+
+
+def _forward_row(q, k, v, causal: bool, flash: float):
+    """``run(config)`` for :func:`fastest`: the forward's time with ``config``, beside SDPA's
+    flash backend (``flash`` ms)."""
+    d = q.shape[-1]
+
+    def run(c):
+        t = ms(lambda: triton_fwd.forward(q, k, v, causal, config=c))
+        return t, (f"  D={d} causal={causal!s:5s} {c!s:32s} {t:.3f} ms  "
+                   f"{flash / t:.2f}x flash")
+    return run
+
+
+def _backward_row(problem: tuple, which: str, other: triton_bwd.Config):
+    """``run(config)`` for :func:`fastest`: the backward's time (``problem`` is q, k, v, o, lse,
+    do, causal) with ``config`` for the ``which`` kernel ("kv": dK/dV's, "q": dQ's) and
+    ``other`` for the other one."""
+    causal = problem[-1]
+
+    def run(c):
+        pair = (c, other) if which == "kv" else (other, c)
+        t = ms(lambda: triton_bwd.backward(*problem, configs=pair))
+        return t, f"  causal={causal!s:5s} {which:2s} {c!s:32s} bwd {t:.3f} ms"
+    return run
+
+
+def _decode_row(q, k, v, exact: torch.Tensor, label: str, moved: int, copy: float):
+    """``run(config)`` for :func:`fastest`: the decoding kernel's error against ``exact`` and
+    its time with ``config``, as a share of ``copy`` GB/s (``moved`` bytes read)."""
+    def run(c):
+        err = (triton_decode.forward(q, k, v, config=c)[0].float() - exact.float()).abs()
+        t = ms(lambda: triton_decode.forward(q, k, v, config=c))
+        return t, (f"  {label} {c!s:34s} {timing.gbps(moved, t) / copy:5.0%} of copy, "
+                   f"max error {err.max().item():.1e}")
+    return run
+
+
 @guarded
 def tune(results: dict) -> None:
     section("forward configurations, bf16, B=4 H=16 S=4096")
@@ -131,21 +186,11 @@ def tune(results: dict) -> None:
         for causal in (False, True):
             q, k, v = _inputs(4, 16 if d == 128 else 32, 4096, d)
             flash = ms(lambda: sdpa.attention("flash", q, k, v, causal))  # noqa: B023
-            rows = []
-            for c in FWD_CANDIDATES:
-                if causal and c.block_m % c.block_n:
-                    continue
-                try:
-                    t = ms(lambda c=c: triton_fwd.forward(q, k, v, causal, config=c))  # noqa: B023
-                except Exception as err:
-                    print(f"  D={d} causal={causal} {c}: {type(err).__name__} {str(err)[:100]}")
-                    continue
-                rows.append((t, c))
-                print(f"  D={d} causal={causal!s:5s} {c!s:32s} {t:.3f} ms  "
-                      f"{flash / t:.2f}x flash", flush=True)
-            rows.sort(key=lambda r: r[0])
-            best[(d, causal)] = rows[0][1]
-            print(f"  -> best D={d} causal={causal}: {rows[0][1]} ({flash / rows[0][0]:.2f}x)")
+            # a causal tile must hold whole key blocks
+            t, best[(d, causal)] = fastest(
+                [c for c in FWD_CANDIDATES if not (causal and c.block_m % c.block_n)],
+                _forward_row(q, k, v, causal, flash), f"  D={d} causal={causal}")
+            print(f"  -> best D={d} causal={causal}: {best[(d, causal)]} ({flash / t:.2f}x)")
     results["fwd_best"] = {f"{d} {c}": str(cfg) for (d, c), cfg in best.items()}
     section("backward configurations, bf16, B=4 H=16 S=4096 D=128")
     for causal in (False, True):
@@ -154,20 +199,10 @@ def tune(results: dict) -> None:
         do = torch.randn_like(o)
         base = triton_bwd.gpu_configs(128, torch.bfloat16, causal)
         found = {}
-        for which, cands in (("kv", KV_CANDIDATES), ("q", Q_CANDIDATES)):
-            rows = []
-            for c in cands:
-                pair = (c, base[1]) if which == "kv" else (found.get("kv", base[0]), c)
-                try:
-                    t = ms(lambda p=pair: triton_bwd.backward(q, k, v, o, lse, do, causal,  # noqa: B023
-                                                              configs=p))
-                except Exception as err:
-                    print(f"  {which} {c}: {type(err).__name__} {str(err)[:100]}")
-                    continue
-                rows.append((t, c))
-                print(f"  causal={causal!s:5s} {which:2s} {c!s:32s} bwd {t:.3f} ms", flush=True)
-            rows.sort(key=lambda r: r[0])
-            found[which] = rows[0][1]
+        problem = (q, k, v, o, lse, do, causal)
+        # dK/dV's kernel first, dQ's kept at its default; then dQ's, beside the dK/dV found
+        found["kv"] = fastest(KV_CANDIDATES, _backward_row(problem, "kv", base[1]), "  kv")[1]
+        found["q"] = fastest(Q_CANDIDATES, _backward_row(problem, "q", found["kv"]), "  q")[1]
         print(f"  -> best causal={causal}: kv {found['kv']}, q {found['q']}")
         results[f"bwd_best causal={causal}"] = [str(found["kv"]), str(found["q"])]
 
@@ -187,20 +222,10 @@ def tune_decode(results: dict) -> None:
         for name, fn in (("dense triton_fwd", lambda: triton_fwd.forward(q, k, v)),  # noqa: B023
                          ("sdpa cudnn", lambda: sdpa.attention("cudnn", q, k, v))):  # noqa: B023
             print(f"  {label} {name:34s} {timing.gbps(moved, ms(fn)) / copy:5.0%} of copy")
-        rows = []
-        for c in DECODE_CANDIDATES:
-            try:
-                err = (triton_decode.forward(q, k, v, config=c)[0].float() - exact.float()).abs()
-                t = ms(lambda c=c: triton_decode.forward(q, k, v, config=c))  # noqa: B023
-            except Exception as e:
-                print(f"  {label} {c}: {type(e).__name__} {str(e)[:100]}")
-                continue
-            rows.append((t, c))
-            print(f"  {label} {c!s:34s} {timing.gbps(moved, t) / copy:5.0%} of copy, "
-                  f"max error {err.max().item():.1e}", flush=True)
-        rows.sort(key=lambda r: r[0])
-        print(f"  -> best {label}: {rows[0][1]} ({timing.gbps(moved, rows[0][0]) / copy:.0%})")
-        results[f"decode_best {label}"] = str(rows[0][1])
+        t, best = fastest(DECODE_CANDIDATES, _decode_row(q, k, v, exact, label, moved, copy),
+                          f"  {label}")
+        print(f"  -> best {label}: {best} ({timing.gbps(moved, t) / copy:.0%})")
+        results[f"decode_best {label}"] = str(best)
 
 
 @guarded

@@ -252,22 +252,14 @@ def backward(q, k, v, o, lse, do, cu_q, cu_k, max_q: int, max_k: int, causal: bo
 
 def _validate(q, k, v, cu_q, cu_k, max_q, max_k, causal) -> tuple[list[int], list[int]]:
     """ValueError naming the argument for a malformed problem; the lengths of the sequences."""
+    from kernels.attention import check_kv
     from kernels.registry import expect_tensor
 
     op = "varlen_attention"
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect_tensor(op, name, t, ndim=3, floating=True)
-    total_q, h, d = q.shape
-    if k.shape[1] == 0 or h % k.shape[1] or k.shape[2] != d:
-        raise ValueError(f"{op}: k expected shape (total_k, H_kv, {d}) with H_kv dividing q's "
-                         f"{h} heads, got {tuple(k.shape)}")
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"{op}: v expected the shape of k {tuple(k.shape)}, got "
-                         f"{tuple(v.shape)}")
-    for name, t in (("k", k), ("v", v)):
-        if t.dtype != q.dtype or t.device != q.device:
-            raise ValueError(f"{op}: {name} expected the dtype and device of q ({q.dtype}, "
-                             f"{q.device}), got {t.dtype}, {t.device}")
+    total_q, _, d = q.shape
+    check_kv(op, q, k, v, ("total_k", "H_kv", d))  # the dense op's checks, in this layout
     if not isinstance(causal, bool):
         raise ValueError(f"{op}: causal expected True or False, got {causal!r}")
     lengths = []

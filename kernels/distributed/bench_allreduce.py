@@ -15,8 +15,9 @@ Each is timed two ways, inside the ranks, after a barrier:
   fixed number of calls, as :func:`kernels.distributed.collectives.sweep` does), so the host's
   launch cost is in it (the course's kernels launch through a plan per problem,
   :mod:`kernels.triton_launch`, not ``kernel[grid]``'s per-call binding);
-* **graph**: the same calls captured in one CUDA graph and replayed, the time per call: what the
-  GPUs take, without the host.
+* **graph**: the same calls captured in one CUDA graph and replayed
+  (:func:`course_utils.timing.graph_replay_ms`), the time per call: what the GPUs take, without
+  the host.
 
 The slowest rank's median counts (a collective is done when its last rank is). Inputs already
 sit in symmetric memory for both symmetric-memory providers (no copy timed). Targets: the
@@ -72,23 +73,13 @@ def _slowest(ms: float | None) -> float | None:
 
 def _graphed_ms(call) -> float | None:
     """Per-call ms of ``GRAPH_CALLS`` calls replayed from one CUDA graph, or None where a call
-    cannot be captured (every rank gets the same answer: capture raises on every rank)."""
+    cannot be captured (every rank gets the same answer: capture raises on every rank). The
+    ranks meet at a barrier between the capture and the timed replays."""
     try:
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            call()  # warm on the capture stream
-            with torch.cuda.graph(graph, stream=stream):
-                for _ in range(GRAPH_CALLS):
-                    call()
-        torch.cuda.current_stream().wait_stream(stream)
-    except Exception:  # noqa: BLE001  (not capturable here: the eager time stands alone)
-        torch.cuda.synchronize()
+        return timing.graph_replay_ms(call, calls=GRAPH_CALLS, reps=10, warmup=2,
+                                      ready=dist.barrier, name="graph")
+    except timing.GraphCaptureError:  # not capturable here: the eager time stands alone
         return None
-    dist.barrier()
-    return timing.benchmark(graph.replay, warmup=2, reps=10, device="cuda",
-                            name="graph").median / GRAPH_CALLS
 
 
 def sweep(sizes_bytes: list[int], reps: int = 50) -> list[dict]:

@@ -80,18 +80,9 @@ def bare_launch(s: wgmma.Step, v: wgmma.Variant, a: torch.Tensor, b: torch.Tenso
 
 
 def one_call_between_events(fn, flop: int) -> float:
-    """TFLOP/s of a single call timed as a student's timer does: two events around it."""
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(5):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return timing.tflops(flop, sorted(times)[len(times) // 2])
+    """TFLOP/s of a single call timed as a student's timer does: two events around it, the GPU
+    idle before it (:func:`course_utils.timing.one_call`, the median of 5 after one warm-up)."""
+    return timing.tflops(flop, timing.one_call(fn, warmup=1, reps=5, device="cuda").median)
 
 
 def staircase(size: int, ceilings: dict[str, float]) -> list[results.Record]:
