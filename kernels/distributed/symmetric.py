@@ -181,7 +181,10 @@ def two_shot_push_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     reduced chunk goes into ``out`` as well and the peers' chunks are copied in from the own
     buffer, a local read. Two barriers, as PyTorch's ``two_shot_all_reduce_``: no rank reads
     what another writes between them (rank ``p`` reads only chunk ``p`` of each buffer, and
-    only rank ``p`` writes chunk ``p``), so the pull version's middle barrier has no job."""
+    only rank ``p`` writes chunk ``p``), so the pull version's middle barrier has no job.
+    (PyTorch's first barrier is relaxed, as the inputs were written by work that finished
+    before the kernel began; the course's one barrier orders both ways: a fence where this
+    block has written nothing yet.)"""
     pid = tl.program_id(0)
     step = tl.num_programs(0) * BLOCK
     # every peer's input has landed (I read chunk `rank` of it), and my pushes cannot land
