@@ -18,10 +18,13 @@ def test_simulation_is_the_sum(method, dtype, ranks):
     for numel in AWKWARD:
         inputs = [torch.randn(numel, generator=g).to(dtype) for _ in range(ranks)]
         want = sum(x.float() for x in inputs).to(dtype)
-        outs = symmetric_cpu.simulate([x.clone() for x in inputs], method)
+        buffers = [x.clone() for x in inputs]
+        outs = symmetric_cpu.simulate(buffers, method)
         assert len(outs) == ranks
         for out in outs:
             assert torch.equal(out, want), (method, dtype, ranks, numel)
+        if method == "two_shot_push":  # every rank's own buffer holds the sum: in place
+            assert all(torch.equal(b, want) for b in buffers), (dtype, ranks, numel)
 
 
 def test_chunks_cover_the_message_once():
@@ -51,6 +54,7 @@ def test_blocks_for():
     assert symmetric.blocks_for(block + 1, "one_shot", 2) == 2
     assert symmetric.blocks_for(2 * block, "two_shot", 2) == 1
     assert symmetric.blocks_for(2 * block + 2 * symmetric.ALIGN, "two_shot", 2) == 2
+    assert symmetric.blocks_for(2 * block + 2 * symmetric.ALIGN, "two_shot_push", 2) == 2
     assert symmetric.blocks_for(64 * block + 1, "one_shot", 2) == 65  # past the old cap of 64
     assert symmetric.blocks_for(1 << 30, "one_shot", 8) == cap
     assert symmetric.blocks_for(1 << 30, "two_shot", 2, max_blocks=7) == 7
@@ -67,10 +71,16 @@ def test_bad_input_is_a_value_error_naming_it():
         symmetric.check_input(x.int(), "one_shot")
     with pytest.raises(ValueError, match="t expected a contiguous tensor"):
         symmetric.check_input(torch.zeros(4, 4).t(), "one_shot")
-    with pytest.raises(ValueError, match="method expected one of one_shot, two_shot"):
+    with pytest.raises(ValueError, match="method expected one of one_shot, two_shot, "
+                                         "two_shot_push, got 'ring'"):
         symmetric.check_input(x, "ring")
     with pytest.raises(ValueError, match="method expected"):
         symmetric.all_reduce(x, "three_shot")
+    for method in ("one_shot", "two_shot"):  # their peers read the buffer while out is written
+        with pytest.raises(ValueError, match=f"in_place expected False for {method}"):
+            symmetric.all_reduce(x, method, in_place=True)
+        with pytest.raises(ValueError, match=f"in_place expected False for {method}"):
+            symmetric.launch(x, x, x, 8, 0, 2, method, in_place=True)
     with pytest.raises(ValueError, match="buffers expected a non-empty list"):
         symmetric_cpu.simulate([])
     with pytest.raises(ValueError, match="buffers expected 1-D tensors of one shape"):
@@ -112,13 +122,19 @@ def _wrong(rows: list[list[dict]]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("method", symmetric.METHODS)
+# every method with a separate output, and the push two-shot in place (its sum left in the
+# rank's own buffer, as PyTorch's two_shot_all_reduce_ leaves it)
+RUNS = [(m, False) for m in symmetric.METHODS] + [("two_shot_push", True)]
+RUN_IDS = [m + (" in place" if in_place else "") for m, in_place in RUNS]
+
+
+@pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("dtype", symmetric.DTYPES)
-def test_the_kernels_in_the_interpreter_on_two_processes(method, dtype):
+def test_the_kernels_in_the_interpreter_on_two_processes(method, in_place, dtype):
     """The real kernels, barriers included, on 2 gloo ranks whose buffers are shared memory:
     every rank's output is the sum, twice in a row, and every signal was taken."""
     numels = [1, 7, symmetric.BLOCK + 1]
-    rows = symmetric_cpu.run(numels, dtype, method, seed=3)
+    rows = symmetric_cpu.run(numels, dtype, method, seed=3, in_place=in_place)
     assert [row["numel"] for row in rows[0]] == numels
     assert _wrong(rows) == []
 
@@ -128,11 +144,13 @@ def test_the_kernels_in_the_interpreter_on_two_processes(method, dtype):
 AWKWARD_CHUNKS = (3, 17, symmetric.BLOCK - 1, symmetric.BLOCK + 1, 4 * symmetric.BLOCK + 33)
 
 
-@pytest.mark.parametrize("method", symmetric.METHODS)
-def test_each_block_loops_over_its_tiles(method):
+@pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
+def test_each_block_loops_over_its_tiles(method, in_place):
     """At most 2 blocks a launch, far fewer than the tiles: each block strides over the message
-    (or its chunk), the ragged last tile masked; a tile skipped leaves NaN in the output."""
-    rows = symmetric_cpu.run(list(AWKWARD_CHUNKS), torch.float32, method, seed=4, max_blocks=2)
+    (or its chunk), the ragged last tile masked; a tile skipped leaves NaN in the output (the
+    input, in place)."""
+    rows = symmetric_cpu.run(list(AWKWARD_CHUNKS), torch.float32, method, seed=4, max_blocks=2,
+                             in_place=in_place)
     assert _wrong(rows) == []
 
 
@@ -144,18 +162,20 @@ def test_more_blocks_than_the_old_cap(method):
     assert _wrong(symmetric_cpu.run([numel], torch.float32, method, seed=5)) == []
 
 
-@pytest.mark.parametrize("method", symmetric.METHODS)
+@pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("late", (0, 1))
-def test_a_late_rank_still_gets_the_sum(method, late):
+def test_a_late_rank_still_gets_the_sum(method, in_place, late):
     """One rank runs behind (it waits before each copy and each load): the barriers hold the
     other back wherever it would read too early or overwrite too soon."""
     rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16, method, seed=6,
-                             max_blocks=2, late=late)
+                             max_blocks=2, late=late, in_place=in_place)
     assert _wrong(rows) == []
 
 
 _BARRIER = "    barrier(signal_pad_ptrs, pid, rank, WORLD)  # "
-# each a change to the kernels' source that a test must catch: (method, what, old, new)
+_PUSH_BARRIER = "    barrier(signal_pad_ptrs, pid, rank, WORLD)\n"
+# each a change to the kernels' source that a test must catch: (method, what, old, new);
+# "two_shot_push in place" runs the push kernel with its output in the rank's own buffer
 MUTANTS = (
     ("one_shot", "first barrier left out", _BARRIER + "every peer's input", "    # "),
     ("one_shot", "last barrier left out", _BARRIER + "no peer still", "    # "),
@@ -168,6 +188,26 @@ MUTANTS = (
      "tl.store(out + offsets, total"),
     ("two_shot", "a chunk cut short", "end = tl.minimum(begin + chunk, numel)\n    start",
      "end = tl.minimum(begin + chunk - 1, numel)\n    start"),
+    ("two_shot_push", "push: first barrier left out",
+     _PUSH_BARRIER + "    begin = rank * chunk", "    begin = rank * chunk"),
+    ("two_shot_push in place", "push in place: first barrier left out",
+     _PUSH_BARRIER + "    begin = rank * chunk", "    begin = rank * chunk"),
+    ("two_shot_push", "push: last barrier left out",
+     _PUSH_BARRIER + "    if not IN_PLACE:", "    if not IN_PLACE:"),
+    ("two_shot_push in place", "push in place: last barrier left out",
+     _PUSH_BARRIER + "    if not IN_PLACE:", "    if not IN_PLACE:"),
+    # rank r's chunk pushed into chunk p of rank p's buffer (the receiver's index, not the
+    # sender's): over the input rank p is still reading, and chunk r never arrives
+    ("two_shot_push", "push: into the receiver's chunk",
+     "            tl.store(theirs + offsets, total, mask=mask)",
+     "            shift = ((rank + 1 + hop) % WORLD - rank) * chunk\n"
+     "            tl.store(theirs + offsets + shift, total,\n"
+     "                     mask=mask & (offsets + shift < numel))"),
+    # right with a separate out (the reduced chunk goes there directly); in place, the rank's
+    # own chunk keeps its input
+    ("two_shot_push in place", "push in place: own buffer skipped",
+     "for hop in tl.static_range(WORLD):  # from rank + 1 on",
+     "for hop in tl.static_range(WORLD - 1):  # from rank + 1 on"),
 )
 
 
@@ -184,8 +224,10 @@ def test_a_broken_kernel_is_caught(method, what, old, new, tmp_path, monkeypatch
     (tmp_path / f"{name}.py").write_text(source.replace(old, new))
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned ranks inherit sys.path
     try:
-        rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16, method,
-                                 seed=7, max_blocks=2, late=1, kernels=name, timeout_s=60)
+        rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16,
+                                 method.removesuffix(" in place"), seed=7, max_blocks=2,
+                                 late=1, kernels=name, timeout_s=60,
+                                 in_place=method.endswith(" in place"))
     except launch.WorkerError:  # a rank that waits forever is caught too
         return
     assert _wrong(rows) != [], f"{what}: every sum still right"
@@ -199,16 +241,21 @@ from triton.compiler import ASTSource
 from kernels.distributed import symmetric
 
 common = {"buffer_ptrs": "*i64", "signal_pad_ptrs": "*i64", "out": "*bf16", "numel": "i32"}
-for kernel, extra in ((symmetric.one_shot_kernel, {}),
-                      (symmetric.two_shot_kernel, {"chunk": "i32"})):
-    sig = {**common, **extra, "rank": "i32", "WORLD": "constexpr", "BLOCK": "constexpr"}
+push = {"chunk": "i32", "IN_PLACE": "constexpr"}
+for kernel, extra, flags in ((symmetric.one_shot_kernel, {}, {}),
+                             (symmetric.two_shot_kernel, {"chunk": "i32"}, {}),
+                             (symmetric.two_shot_push_kernel, push, {"IN_PLACE": False}),
+                             (symmetric.two_shot_push_kernel, push, {"IN_PLACE": True})):
+    sig = {**common, **{k: v for k, v in extra.items() if v != "constexpr"}, "rank": "i32",
+           "WORLD": "constexpr", "BLOCK": "constexpr", **{k: "constexpr" for k in flags}}
     # as Triton specializes a launch whose pointers are 16-byte aligned and whose sizes are
     # multiples of 16 (every length of the benchmark)
     names = list(sig)
     attrs = {(names.index(n),): [["tt.divisibility", 16]]
-             for n in ("buffer_ptrs", "signal_pad_ptrs", "out", "numel", *extra)}
-    src = ASTSource(fn=kernel, signature=sig, constexprs={"WORLD": 2, "BLOCK": symmetric.BLOCK},
-                    attrs=attrs)
+             for n in ("buffer_ptrs", "signal_pad_ptrs", "out", "numel", *extra)
+             if sig[n] != "constexpr"}
+    src = ASTSource(fn=kernel, signature=sig,
+                    constexprs={"WORLD": 2, "BLOCK": symmetric.BLOCK, **flags}, attrs=attrs)
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                          options={"num_warps": symmetric.NUM_WARPS}).asm["ptx"]
     print(kernel.fn.__name__, "release.sys.cas" in ptx and "atom.global.release.sys" in ptx,
@@ -232,9 +279,11 @@ def test_the_kernels_compile_for_sm90_with_system_scope_atomics():
     done = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[:2] == ["one_shot_kernel True True True False True True",
-                                           "two_shot_kernel True True True False True True"], \
-        done.stdout
+    assert done.stdout.split("\n")[:4] == [
+        "one_shot_kernel True True True False True True",
+        "two_shot_kernel True True True False True True",
+        "two_shot_push_kernel True True True False True True",  # a separate out
+        "two_shot_push_kernel True True True False True True"], done.stdout  # in place
 
 
 def test_the_benchmark_needs_two_gpus_and_judges_the_targets(capsys):
@@ -244,13 +293,18 @@ def test_the_benchmark_needs_two_gpus_and_judges_the_targets(capsys):
     kib = bench_allreduce.KiB
     rows = [{"provider": p, "bytes": s, "eager_ms": t * scale, "graph_ms": t * scale}
             for s, scale in ((4 * kib, 1), (64 * bench_allreduce.MiB, 30))
-            for p, t in (("course one_shot", 0.006), ("course two_shot", 0.007),
-                         ("torch one_shot", 0.0062), ("torch two_shot", 0.0071),
+            for p, t in (("course one_shot", 0.006), ("course two_shot", 0.011),
+                         ("course two_shot_push", 0.007), ("torch one_shot", 0.0062),
+                         ("torch two_shot", 0.0071), ("torch two_shot_out", 0.0111),
                          ("nccl", 0.03))]
     lines = bench_allreduce.verdicts(rows)
-    assert len(lines) == 4 and all(": as expected" in line for line in lines), lines
-    rows[-1]["graph_ms"] = 0.1  # NCCL faster than the two-shot (0.21 ms) at 64 MiB
+    assert len(lines) == 5 and all(": as expected" in line for line in lines), lines
+    assert "course two_shot_push ≥ 1.0× torch two_shot up to 64 MiB" in lines[2], lines
+    assert "course two_shot ≥ 1.0× torch two_shot_out up to 64 MiB" in lines[3], lines
+    rows[-1]["graph_ms"] = 0.1  # NCCL faster than the push two-shot (0.21 ms) at 64 MiB
     assert "NOT here" in bench_allreduce.verdicts(rows)[-1]
+    rows[2]["graph_ms"] = 0.0072  # the push 1.4% slower than PyTorch's at 4 KiB: a miss
+    assert "0.99× at worst: NOT here" in bench_allreduce.verdicts(rows)[2]
     assert "4 KiB" in bench_allreduce.table(rows)
     # a miss never prints as the target: 0.946 is not "0.95×"
     assert bench_allreduce._times(0.946, 0.95) == "0.946×"
@@ -267,16 +321,20 @@ def _real_kernels_against_nccl() -> list[str]:
     for dtype in symmetric.DTYPES:
         # (1 << 20) + 3: 256 blocks, each looping over its tiles, the last one ragged
         for numel in (*AWKWARD, 65537, (1 << 20) + 3, 1 << 24):
-            for method in symmetric.METHODS:
+            for method, in_place in RUNS:
                 for call in range(3):
                     x = torch.randn(numel, generator=g, device="cuda").to(dtype)
                     want = x.clone()
                     dist.all_reduce(want)
+                    if in_place:  # the input written into the symmetric buffer, summed there
+                        buffer = symmetric.buffer_for(x.numel() * x.element_size())
+                        x = buffer.view(numel, dtype).copy_(x)
                     if dist.get_rank() == 1 and call == 1:  # runs behind (as symmetric_cpu's
                         torch.cuda._sleep(200_000)  # late rank): a missing barrier shows
-                    got = symmetric.all_reduce(x, method)
+                    got = symmetric.all_reduce(x, method, in_place=in_place)
                     if not torch.allclose(got.float(), want.float(), atol=1e-2, rtol=1e-2):
-                        failures.append(f"{method} {dtype} {numel}")
+                        failures.append(f"{method}{' in place' if in_place else ''} {dtype} "
+                                        f"{numel}")
     torch.cuda.synchronize()
     return failures
 

@@ -10,8 +10,9 @@
 * :mod:`~kernels.distributed.tensor_parallel`: a tensor-parallel matmul whose all-gather is
   pipelined with its chunks, beside the unfused sequence and PyTorch's
   ``fused_all_gather_matmul``;
-* :mod:`~kernels.distributed.symmetric`: one-shot and two-shot all-reduce kernels (Triton) that
-  read the peers' buffers through symmetric memory, between signal-pad barriers;
+* :mod:`~kernels.distributed.symmetric`: one-shot and two-shot (pulling, or pushing each
+  reduced chunk to the peers) all-reduce kernels (Triton) over symmetric memory, between
+  signal-pad barriers;
   :mod:`~kernels.distributed.symmetric_cpu` simulates them and runs them in Triton's interpreter
   on CPU processes sharing memory; :mod:`~kernels.distributed.bench_allreduce` times them on 2
   GPUs against NCCL and PyTorch's own.

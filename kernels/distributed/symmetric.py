@@ -11,7 +11,11 @@ kernel can then load a peer's input as if it were its own memory, over NVLink:
   one step: the fastest for small messages;
 * **two-shot**: rank ``r`` sums only chunk ``r`` of every buffer and writes it back into its own
   buffer (a reduce-scatter), then reads each peer's finished chunk (an all-gather); ``2·size``
-  bytes per rank whatever ``n``: the one for large messages.
+  bytes per rank whatever ``n``: the one for large messages;
+* **two-shot push**: the same chunks, but rank ``r`` *writes* its reduced chunk into chunk ``r``
+  of every rank's buffer, so that after one barrier each rank's own buffer holds the whole sum:
+  the gather is a local read (none at all in place), and a barrier fewer (PyTorch's in-place
+  ``two_shot_all_reduce_`` is built so).
 
 Before reading a peer's buffer a rank must know the peer's input has landed, and before a rank
 returns (and its caller writes the next input into the buffer) it must know no peer still reads
@@ -48,7 +52,7 @@ import triton.language as tl
 
 from kernels.triton_launch import Launcher, cdiv
 
-METHODS = ("one_shot", "two_shot")
+METHODS = ("one_shot", "two_shot", "two_shot_push")
 DTYPES = (torch.bfloat16, torch.float32)
 BLOCK = 2048  # elements per tile: 8 per thread with 8 warps (one 16-byte load per peer in bf16)
 NUM_WARPS = 8
@@ -167,6 +171,58 @@ def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
+@triton.jit
+def two_shot_push_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
+                         WORLD: tl.constexpr, BLOCK: tl.constexpr, IN_PLACE: tl.constexpr):
+    """The two-shot's sum with its all-gather turned around: rank ``rank`` reduces chunk
+    ``rank`` of every buffer and *pushes* the result into chunk ``rank`` of every rank's buffer
+    (its own included), so that after the second barrier its own buffer holds every reduced
+    chunk. ``IN_PLACE``: ``out`` is this rank's buffer, and that is the answer; else the
+    reduced chunk goes into ``out`` as well and the peers' chunks are copied in from the own
+    buffer, a local read. Two barriers, as PyTorch's ``two_shot_all_reduce_``: no rank reads
+    what another writes between them (rank ``p`` reads only chunk ``p`` of each buffer, and
+    only rank ``p`` writes chunk ``p``), so the pull version's middle barrier has no job.
+    (PyTorch's first barrier is relaxed, as the inputs were written by work that finished
+    before the kernel began; the course's one barrier orders both ways: a fence where this
+    block has written nothing yet.)"""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0) * BLOCK
+    # every peer's input has landed (I read chunk `rank` of it), and my pushes cannot land
+    # before a peer's caller has copied its input in (its copy would overwrite them)
+    barrier(signal_pad_ptrs, pid, rank, WORLD)
+    begin = rank * chunk
+    end = tl.minimum(begin + chunk, numel)
+    start = begin + pid * BLOCK
+    while start < end:  # reduce my chunk, push it everywhere
+        offsets = tile(start, BLOCK)
+        mask = offsets < end
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for peer in tl.static_range(WORLD):
+            acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
+                           mask=mask).to(tl.float32)
+        total = acc.to(out.dtype.element_ty)
+        for hop in tl.static_range(WORLD):  # from rank + 1 on: not every rank into rank 0 first
+            theirs = peer_buffer(buffer_ptrs, (rank + 1 + hop) % WORLD, out)
+            tl.store(theirs + offsets, total, mask=mask)
+        if not IN_PLACE:
+            tl.store(out + offsets, total, mask=mask)  # my part of the answer
+        start += step
+    # every peer's pushes into my buffer have landed (the sum is whole in it), and no peer
+    # reads my buffer any more: my caller may return it, or write the next input into it
+    barrier(signal_pad_ptrs, pid, rank, WORLD)
+    if not IN_PLACE:  # the peers' chunks, from my own buffer: nobody writes them until my
+        mine = peer_buffer(buffer_ptrs, rank, out)  # next call's first barrier
+        for hop in tl.static_range(1, WORLD):
+            begin = ((rank + hop) % WORLD) * chunk
+            end = tl.minimum(begin + chunk, numel)
+            start = begin + pid * BLOCK
+            while start < end:
+                offsets = tile(start, BLOCK)
+                mask = offsets < end
+                tl.store(out + offsets, tl.load(mine + offsets, mask=mask), mask=mask)
+                start += step
+
+
 def chunk_for(numel: int, world_size: int) -> int:
     """The two-shot's chunk: ``numel / world_size`` rounded up to a multiple of ``ALIGN``, so
     that every chunk starts 16-byte aligned (the last chunks short or empty)."""
@@ -185,24 +241,32 @@ def blocks_for(numel: int, method: str, world_size: int, max_blocks: int = MAX_B
 # A launch plan per problem (kernels/triton_launch.py): the grid, the sizes and the compiled
 # kernel are worked out on a problem's first call; every later call passes its three tensors
 # to Triton's C launcher (in the interpreter, kernel[grid] each call)
-_launchers = {"one_shot": Launcher(one_shot_kernel), "two_shot": Launcher(two_shot_kernel)}
+_launchers = {"one_shot": Launcher(one_shot_kernel), "two_shot": Launcher(two_shot_kernel),
+              "two_shot_push": Launcher(two_shot_push_kernel)}
 
 
 def launch(buffer_ptrs: torch.Tensor, signal_pad_ptrs: torch.Tensor, out: torch.Tensor,
            numel: int, rank: int, world_size: int, method: str,
-           max_blocks: int = MAX_BLOCKS) -> None:
+           max_blocks: int = MAX_BLOCKS, in_place: bool = False) -> None:
     """Launch one rank's kernel: ``out`` (``numel`` elements) = the sum of the first ``numel``
     elements of every rank's buffer. ``buffer_ptrs`` and ``signal_pad_ptrs``: int64 tensors of
     ``world_size`` addresses, on the kernel's device (or the CPU, in Triton's interpreter);
-    every buffer 16-byte aligned, every pad of at least ``max_blocks × world_size`` int32."""
+    every buffer 16-byte aligned, every pad of at least ``max_blocks × world_size`` int32.
+    ``in_place`` (``two_shot_push`` only): ``out`` is this rank's own buffer."""
+    if in_place and method != "two_shot_push":
+        raise ValueError(f"in_place expected False for {method}: only two_shot_push sums in "
+                         f"place (the others' peers still read the buffer while out is written)")
 
     def make():  # once per problem: reads only what the key below holds
         grid = (blocks_for(numel, method, world_size, max_blocks),)
         sizes = (numel, rank) if method == "one_shot" else \
             (numel, chunk_for(numel, world_size), rank)
-        return grid, sizes, {"WORLD": world_size, "BLOCK": BLOCK, "num_warps": NUM_WARPS}
+        meta = {"WORLD": world_size, "BLOCK": BLOCK, "num_warps": NUM_WARPS}
+        if method == "two_shot_push":
+            meta["IN_PLACE"] = in_place
+        return grid, sizes, meta
 
-    _launchers[method]((method, numel, rank, world_size, max_blocks),
+    _launchers[method]((method, numel, rank, world_size, max_blocks, in_place),
                        (buffer_ptrs, signal_pad_ptrs, out), make)
 
 
@@ -311,16 +375,20 @@ def check_input(t, method: str) -> None:
 
 
 def all_reduce(t: torch.Tensor, method: str = "one_shot",
-               buffer: SymmetricBuffer | None = None) -> torch.Tensor:
+               buffer: SymmetricBuffer | None = None, in_place: bool = False) -> torch.Tensor:
     """(Inside a rank.) The sum over every rank of ``t``, as a new tensor, computed by the
-    course's kernel ``method`` (``"one_shot"`` or ``"two_shot"``). ``t`` is copied into the
-    symmetric ``buffer`` (this group's cached one by default) unless it already is
-    ``buffer.view(...)``: then the call is the kernel alone.
+    course's kernel ``method`` (one of ``METHODS``). ``t`` is copied into the symmetric
+    ``buffer`` (this group's cached one by default) unless it already is ``buffer.view(...)``:
+    then the call is the kernel alone. ``in_place`` (``two_shot_push`` only, ``t`` the buffer's
+    view): the sum is left in ``t`` and ``t`` returned, as PyTorch's ``two_shot_all_reduce_``.
 
     Called eagerly, what the GPU waits for is this function's Python: with a ``buffer`` given,
     a few checks, ``empty_like`` and the launch plan's lookup (the grid, sizes and compiled
     kernel of this length, dtype and rank were worked out on its first call)."""
     check_input(t, method)
+    if in_place and method != "two_shot_push":
+        raise ValueError(f"in_place expected False for {method}: only two_shot_push sums in "
+                         f"place (the others' peers still read the buffer while out is written)")
     if buffer is None:
         symm_mem()  # RuntimeError on a CPU or gloo rank, before anything else
         if not t.is_cuda:
@@ -330,15 +398,19 @@ def all_reduce(t: torch.Tensor, method: str = "one_shot",
     elif t.device != buffer.device:
         raise ValueError(f"t expected a tensor on the buffer's device {buffer.device}, got "
                          f"{t.device}")
-    out = torch.empty_like(t)
+    in_buffer = t.data_ptr() == buffer.tensor.data_ptr()
+    if in_place and not in_buffer:
+        raise ValueError("t expected the symmetric buffer's own view (buffer.view(numel, "
+                         "dtype)) with in_place=True: the sum is left in the buffer")
+    out = t if in_place else torch.empty_like(t)
     numel = t.numel()
     if numel == 0:
         return out
     if numel * t.element_size() > buffer.nbytes:
         raise ValueError(f"t expected at most {buffer.nbytes} bytes (the symmetric buffer's "
                          f"size), got {numel * t.element_size()}: pass a larger buffer")
-    if t.data_ptr() != buffer.tensor.data_ptr():
+    if not in_buffer:
         buffer.view(numel, t.dtype).copy_(t.view(-1))
     launch(buffer.buffer_ptrs, buffer.signal_pad_ptrs, out, numel, buffer.rank,
-           buffer.world_size, method, buffer.max_blocks)
+           buffer.world_size, method, buffer.max_blocks, in_place)
     return out

@@ -36,8 +36,9 @@ def chunks(numel: int, world_size: int) -> list[range]:
 
 def simulate(buffers: list[torch.Tensor], method: str = "one_shot") -> list[torch.Tensor]:
     """What every rank's kernel leaves in its output, given ``buffers[r]``, rank ``r``'s input in
-    its symmetric buffer (1-D, same length and dtype on every rank). The two-shot also rewrites
-    each rank's own chunk of ``buffers`` in place, as the kernel does."""
+    its symmetric buffer (1-D, same length and dtype on every rank). The two-shots also rewrite
+    ``buffers`` in place, as the kernels do: each rank's own chunk (``two_shot``), or chunk ``r``
+    of every buffer by rank ``r`` (``two_shot_push``: every buffer then holds the whole sum)."""
     if not buffers or any(not isinstance(b, torch.Tensor) for b in buffers):
         raise ValueError(f"buffers expected a non-empty list of tensors, got {buffers!r:.80}")
     for b in buffers:
@@ -53,7 +54,12 @@ def simulate(buffers: list[torch.Tensor], method: str = "one_shot") -> list[torc
     parts = chunks(buffers[0].numel(), n)
     for r, part in enumerate(parts):  # reduce-scatter: rank r reduces chunk r into its buffer
         sl = slice(part.start, part.stop)
-        buffers[r][sl] = sum(b[sl].float() for b in buffers).to(buffers[r].dtype)
+        total = sum(b[sl].float() for b in buffers).to(buffers[r].dtype)
+        # (the push version writes it into chunk r of every rank's buffer)
+        for b in buffers if method == "two_shot_push" else [buffers[r]]:
+            b[sl] = total
+    if method == "two_shot_push":  # (barrier) then each rank's own buffer is the answer
+        return [b.clone() for b in buffers]
     # (barrier) then all-gather: every rank copies chunk p from rank p's buffer
     gathered = torch.cat([buffers[p][part.start:part.stop] for p, part in enumerate(parts)])
     return [gathered.clone() for _ in range(n)]
@@ -105,7 +111,8 @@ class SharedBuffers:
 def interpreted_all_reduce(numels: list[int], dtype: torch.dtype = torch.float32,
                            method: str = "one_shot", seed: int = 0, calls: int = 2,
                            max_blocks: int = symmetric.MAX_BLOCKS, late: int | None = None,
-                           kernels: str = "kernels.distributed.symmetric") -> list[dict]:
+                           kernels: str = "kernels.distributed.symmetric",
+                           in_place: bool = False) -> list[dict]:
     """(A rank's work, in Triton's interpreter: start it with :func:`run`.) For each length in
     ``numels``, ``calls`` all-reduces in a row by the kernel ``method`` on random inputs, every
     rank's buffer the same shared memory, at most ``max_blocks`` blocks a launch (fewer than
@@ -116,7 +123,8 @@ def interpreted_all_reduce(numels: list[int], dtype: torch.dtype = torch.float32
     its buffer, and before each of its loads. Its peers then race ahead wherever a barrier is
     missing: they read its buffer before its input has landed or before its chunk is reduced,
     or return and overwrite their own buffer while it still reads it; either way a wrong sum.
-    ``kernels``: the module whose ``launch`` runs them (a test's altered copy)."""
+    ``kernels``: the module whose ``launch`` runs them (a test's altered copy). ``in_place``
+    (``two_shot_push``): the kernel's output is the rank's own buffer, copied out after."""
     if not _interpreted():
         raise RuntimeError("interpreted_all_reduce runs the kernels in Triton's interpreter: "
                            "start it with symmetric_cpu.run (TRITON_INTERPRET=1 in the ranks)")
@@ -137,8 +145,11 @@ def interpreted_all_reduce(numels: list[int], dtype: torch.dtype = torch.float32
                 # peer reads the buffer any more, which the last call's final barrier guaranteed
                 shared.view(numel, dtype).copy_(x)
                 out = torch.full((numel,), float("nan"), dtype=dtype)  # a tile skipped: NaN
-                launch(shared.buffer_ptrs, shared.signal_pad_ptrs, out, numel, shared.rank,
-                       shared.world_size, method, max_blocks)
+                target = shared.view(numel, dtype) if in_place else out
+                launch(shared.buffer_ptrs, shared.signal_pad_ptrs, target, numel, shared.rank,
+                       shared.world_size, method, max_blocks, in_place)
+                if in_place:  # before the next call's input is copied over it
+                    out.copy_(target)
                 inputs.append(x)
                 outputs.append(out)
             dist.barrier()  # every rank is done with this length: no signal may be in flight
@@ -182,7 +193,8 @@ def _interpreted() -> bool:
 def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "one_shot",
         world_size: int = 2, seed: int = 0, timeout_s: float = 120.0,
         max_blocks: int = symmetric.MAX_BLOCKS, late: int | None = None,
-        kernels: str = "kernels.distributed.symmetric") -> list[list[dict]]:
+        kernels: str = "kernels.distributed.symmetric",
+        in_place: bool = False) -> list[list[dict]]:
     """:func:`interpreted_all_reduce` on ``world_size`` CPU processes (gloo), with
     ``TRITON_INTERPRET=1`` in their environment (on any machine, a GPU one too). Each rank's
     list of rows, rank 0 first; a barrier that never completes ends as a WorkerError."""
@@ -190,7 +202,8 @@ def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "on
     os.environ["TRITON_INTERPRET"] = "1"  # the spawned ranks inherit it, before Triton loads
     try:
         return ranks.run(interpreted_all_reduce, world_size, numels, dtype, method, seed, 2,
-                         max_blocks, late, kernels, device="cpu", timeout_s=timeout_s)
+                         max_blocks, late, kernels, in_place, device="cpu",
+                         timeout_s=timeout_s)
     finally:
         if saved is None:
             os.environ.pop("TRITON_INTERPRET", None)
