@@ -125,6 +125,33 @@ def test_data_parallel_verdicts():
     slow = bench_data_parallel.verdicts([step("bucketed", 2, 60.0), step("ddp", 2, 48.0),
                                          step("bucketed", 1, 47.0)])
     assert "NOT here" in slow[0] and "NOT here" in slow[1] and "78%" in slow[1]
+    # with a profiled step recorded, the miss says where the GPU time went
+    tag = bench_data_parallel.tag(2)
+    busy = [results.Record(L, f"GPU busy {m} {part} {tag}", ms, "ms")
+            for m, parts in (("bucketed", (60.0, 4.0, 3.0)), ("ddp", (46.0, 4.0, 3.8)),
+                             ("naive", (45.0, 2.0, 0.0)))
+            for part, ms in zip(("compute", "nccl", "overlap"), parts, strict=True)]
+    (said, *_) = bench_data_parallel.verdicts([step("bucketed", 2, 60.0), step("ddp", 2, 48.0),
+                                              *busy])
+    assert said.endswith("its compute kernels ran 60.0 ms against DDP's 46.0 and naive's "
+                         "45.0 (no overlap); bucketed's NCCL kernels 4.0 ms, 1.0 of it beside "
+                         "no compute; ddp's NCCL kernels 4.0 ms, 0.2 of it beside no compute"), \
+        said
+
+
+def test_busy_reads_compute_nccl_and_their_overlap():
+    from kernels.distributed import profile
+
+    def kernel(name, start, dur, stream=7):
+        return {"name": name, "stream": stream, "start_us": start, "dur_us": dur}
+
+    events = [kernel("ampere_gemm", 0, 10_000), kernel("elementwise", 5_000, 10_000),
+              kernel("ncclDevKernel_AllReduce", 12_000, 8_000, stream=9),
+              kernel("ncclDevKernel_AllReduce", 30_000, 1_000, stream=9)]
+    assert profile.busy(events) == {"compute_ms": 15.0, "nccl_ms": 9.0, "overlap_ms": 3.0,
+                                    "span_ms": 31.0}
+    assert profile.busy([]) == {"compute_ms": 0.0, "nccl_ms": 0.0, "overlap_ms": 0.0,
+                                "span_ms": 0.0}
 
 
 def test_the_benchmarks_say_they_need_two_gpus(capsys):

@@ -37,6 +37,9 @@ BUCKET_BYTES = 25 * 2**20  # DDP's default bucket_cap_mb
 ON_TWO = ("naive", "bucketed", "ddp")
 ON_ONE = ("bucketed", "ddp")
 TARGET_VS_DDP, TARGET_SCALING = 0.95, 0.90
+# where a profiled step's GPU time went (kernels/distributed/profile.py): compute kernels, NCCL's,
+# the time both ran, and from the first kernel to the last
+BUSY_PARTS = ("compute", "nccl", "overlap", "span")
 
 
 def tag(gpus: int, seq: int = SEQ) -> str:
@@ -44,14 +47,17 @@ def tag(gpus: int, seq: int = SEQ) -> str:
             + ("s" if gpus > 1 else ""))
 
 
-def _step_times(gpus: int, methods: tuple[str, ...], steps: int, seq: int) -> dict[str, float]:
-    """{method: the slowest rank's median step ms} on ``gpus`` GPUs."""
+def _step_times(gpus: int, methods: tuple[str, ...], steps: int, seq: int
+                ) -> tuple[dict[str, float], dict[str, dict]]:
+    """({method: the slowest rank's median step ms}, {method: where rank 0's GPU time went in
+    one more, profiled step (:func:`kernels.distributed.profile.busy`)}) on ``gpus`` GPUs."""
     ranks = launch.run(data_parallel.train_all, gpus, methods=methods, steps=steps,
                        batch_size=PER_RANK * gpus, seq=seq, config=MODEL,
                        bucket_bytes=BUCKET_BYTES, precision=PRECISION, keep_params=False,
-                       device="cuda", timeout_s=600)
-    return {m: max(data_parallel.median_step_ms(runs[i], WARMUP_STEPS) for runs in ranks)
-            for i, m in enumerate(methods)}
+                       profile_step=True, device="cuda", timeout_s=600)
+    times = {m: max(data_parallel.median_step_ms(runs[i], WARMUP_STEPS) for runs in ranks)
+             for i, m in enumerate(methods)}
+    return times, {m: ranks[0][i]["busy"] for i, m in enumerate(methods) if ranks[0][i]["busy"]}
 
 
 def run(quick: bool = False) -> list[results.Record]:
@@ -60,8 +66,8 @@ def run(quick: bool = False) -> list[results.Record]:
               "run with gloo: tests/test_distributed.py")
         return []
     steps, seq = (WARMUP_STEPS + 4, SEQ // 2) if quick else (STEPS, SEQ)
-    two = _step_times(2, ON_TWO, steps, seq)
-    one = _step_times(1, ON_ONE, steps, seq)
+    two, busy = _step_times(2, ON_TWO, steps, seq)
+    one, _ = _step_times(1, ON_ONE, steps, seq)
     ddp = {"peer": round(two["ddp"], 3), "peer_what": "DistributedDataParallel on 2 GPUs, "
            "same buckets, same run"}
     records = [results.Record(LESSON, f"step {m} {tag(2, seq)}", round(ms, 3), "ms", **ddp)
@@ -74,6 +80,14 @@ def run(quick: bool = False) -> list[results.Record]:
     for m, ms in two.items():
         print(f"{m:<10}" + (f"{one[m]:>10.2f}" if m in one else f"{'—':>10}") + f"{ms:>11.2f}"
               + (f"{one[m] / ms:>14.0%}" if m in one else ""))
+    records += [results.Record(LESSON, f"GPU busy {m} {part} {tag(2, seq)}",
+                               round(b[f"{part}_ms"], 3), "ms")
+                for m, b in busy.items() for part in BUSY_PARTS]
+    if busy:
+        print(f"one profiled step on rank 0, ms: {'method':<10}"
+              + "".join(f"{part:>10}" for part in BUSY_PARTS))
+        for m, b in busy.items():
+            print(f"{'':<33}{m:<10}" + "".join(f"{b[f'{p}_ms']:>10.2f}" for p in BUSY_PARTS))
     for line in verdicts(records):
         print(line)
     return records
@@ -96,9 +110,7 @@ def verdicts(records: list[results.Record]) -> list[str]:
         lines.append(timing.verdict(
             f"bucketed, overlapped data parallelism ≥ {TARGET_VS_DDP}× DDP's speed on 2 GPUs",
             f"{speed:.2f}× ({two['bucketed']:.1f} ms against {two['ddp']:.1f} ms a step)",
-            speed >= TARGET_VS_DDP, "its hooks run in Python on the backward's thread, and "
-            "its buckets follow the parameters' order, where DDP's C++ reducer plans them "
-            "again after the first step in the order the gradients arrived"))
+            speed >= TARGET_VS_DDP, _why_slower(records)))
     for m in ("bucketed", "ddp"):
         if m in one and m in two:
             efficiency = one[m] / two[m]
@@ -108,6 +120,24 @@ def verdicts(records: list[results.Record]) -> list[str]:
                 efficiency >= TARGET_SCALING, "part of the all-reduce is left after the "
                 "backward (the last bucket, holding the embedding, is ready only at its end)"))
     return lines
+
+
+def _why_slower(records: list[results.Record]) -> str:
+    """Why bucketed may trail DDP: read from the profiled steps where they were recorded."""
+    busy = {(r.what.split()[2], r.what.split()[3]): r.value for r in records
+            if r.lesson == LESSON and r.what.startswith("GPU busy ")}
+    if not all((m, p) in busy for m in ("bucketed", "ddp") for p in ("compute", "nccl")):
+        return ("its hooks run in Python on the backward's thread, and its buckets follow the "
+                "parameters' order, where DDP's C++ reducer plans them again after the first "
+                "step in the order the gradients arrived")
+    compute = (f"in one profiled step its compute kernels ran {busy['bucketed', 'compute']:.1f}"
+               f" ms against DDP's {busy['ddp', 'compute']:.1f}")
+    if ("naive", "compute") in busy:
+        compute += f" and naive's {busy['naive', 'compute']:.1f} (no overlap)"
+    exposed = [f"{m}'s NCCL kernels {busy[m, 'nccl']:.1f} ms, "
+               f"{busy[m, 'nccl'] - busy.get((m, 'overlap'), 0.0):.1f} of it beside no compute"
+               for m in ("bucketed", "ddp")]
+    return "; ".join([compute, *exposed])
 
 
 def recorded() -> tuple[str, list[results.Record]] | None:

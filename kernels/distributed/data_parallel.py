@@ -27,7 +27,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from kernels.distributed import launch
+from kernels.distributed import launch, profile
 from kernels.model import TINY, Trainer, Transformer, batch
 
 METHODS = ("naive", "bucketed", "zero1", "ddp")
@@ -160,13 +160,14 @@ def _shard(tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, t
 
 def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed: int = 0,
           config=TINY, bucket_bytes: int = BUCKET_BYTES, precision: str = "fp32",
-          keep_params: bool = True) -> dict:
+          keep_params: bool = True, profile_step: bool = False) -> dict:
     """(A rank's work.) ``steps`` training steps of lesson 10's model by ``method`` on this
     rank's slice of a global batch of ``batch_size`` sequences, in ``precision`` (lesson 10's
     :class:`~kernels.model.Trainer` precisions). Returns the losses averaged over the ranks,
     the milliseconds of each step, this rank's optimizer-state bytes and the final parameters
     (on the CPU; None with ``keep_params=False``, for a benchmark of a model too large to send
-    back from every rank)."""
+    back from every rank). ``profile_step`` (GPUs): one more step, untimed, under the profiler:
+    ``"busy"`` holds where its GPU time went (:func:`kernels.distributed.profile.busy`)."""
     if method not in METHODS:
         raise ValueError(f"method expected one of {', '.join(METHODS)}, got {method!r}")
     if precision not in ("fp32", "bf16-autocast"):  # (bf16-master steps fp32 copies instead)
@@ -191,24 +192,39 @@ def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed:
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_bytes / 2**20)
         trainer.forward = ddp  # DDP averages the gradients in its own hooks
-    losses, times = [], []
-    for i in range(steps):
-        tokens, targets = _shard(*batch(config.vocab, batch_size, seq, i, seed, device))
-        _synchronize(device)
-        start = time.perf_counter()
+    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return _shard(*batch(config.vocab, batch_size, seq, i, seed, device))
+
+    def step(tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         loss = trainer.loss(tokens, targets)
         loss.backward()
         if sync is not None:
             sync()
         optimizer.step()
         trainer.optimizer.zero_grad(set_to_none=False)
+        return loss
+
+    losses, times = [], []
+    for i in range(steps):
+        tokens, targets = data(i)
+        _synchronize(device)
+        start = time.perf_counter()
+        loss = step(tokens, targets)
         _synchronize(device)
         times.append((time.perf_counter() - start) * 1e3)
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         losses.append(float(mean) / n)
+    found_busy = None
+    if profile_step and device.type == "cuda":
+        tokens, targets = data(steps)
+        _synchronize(device)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            step(tokens, targets)
+            _synchronize(device)
+        found_busy = profile.busy(profile.kernel_events(prof))
     inner = optimizer.optimizer if isinstance(optimizer, ZeRO1) else optimizer
-    return {"method": method, "losses": losses, "step_ms": times,
+    return {"method": method, "losses": losses, "step_ms": times, "busy": found_busy,
             "state_bytes": state_bytes(inner),
             "params": {k: v.detach().cpu() for k, v in model.state_dict().items()}
             if keep_params else None}

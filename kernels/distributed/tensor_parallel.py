@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from course_utils import timing
-from kernels.distributed import launch
+from kernels.distributed import launch, profile
 from kernels.distributed.collectives import all_gather
 
 METHODS = ("gather_then_multiply", "pipelined", "fused")
@@ -263,12 +263,7 @@ def timeline(m: int, k: int, n_cols: int, chunks: int = CHUNKS, dtype=torch.bflo
     with torch.profiler.profile(activities=activities) as prof:
         pipelined(a_shard, b_shard, chunks)
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and e.device_resource_id is not None]
-    t0 = min(e.time_range.start for e in kernels)
-    return sorted(({"name": e.name, "stream": int(e.device_resource_id),
-                    "start_us": e.time_range.start - t0, "dur_us": e.time_range.elapsed_us()}
-                   for e in kernels), key=lambda r: r["start_us"])
+    return profile.kernel_events(prof)
 
 
 def timeline_figure(events: list[dict], title: str):
