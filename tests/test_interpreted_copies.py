@@ -1,4 +1,4 @@
-"""An interpreted copy of a kernel (exercises.triton_checks.interpreted) runs what a student's
+"""An interpreted copy of a kernel (exercises.interpreted.interpreted) runs what a student's
 kernel uses, and leaves ``triton.language`` as it found it.
 
 On a GPU the checks run an interpreted copy of the student's compiled kernel first (each lane's
