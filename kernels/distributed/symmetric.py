@@ -131,6 +131,17 @@ def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.co
 
 
 @triton.jit
+def sum_of_ranks(buffer_ptrs, offsets, mask, out, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    """The tile ``offsets`` of every rank's buffer, summed in fp32 in rank order (the same sum
+    on every rank) and rounded once to ``out``'s dtype: the one-shot's loop body, which the
+    two-shots share (the one-shot keeps it written out: it is exercise 11.one_shot's answer)."""
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for peer in tl.static_range(WORLD):
+        acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets, mask=mask).to(tl.float32)
+    return acc.to(out.dtype.element_ty)
+
+
+@triton.jit
 def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
                     WORLD: tl.constexpr, BLOCK: tl.constexpr):
     """The same sum in two steps over ``WORLD`` chunks of ``chunk`` elements (a multiple of
@@ -148,11 +159,7 @@ def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     while start < end:  # reduce-scatter: my chunk
         offsets = tile(start, BLOCK)
         mask = offsets < end
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for peer in tl.static_range(WORLD):
-            acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
-                           mask=mask).to(tl.float32)
-        total = acc.to(out.dtype.element_ty)
+        total = sum_of_ranks(buffer_ptrs, offsets, mask, out, WORLD, BLOCK)
         tl.store(out + offsets, total, mask=mask)  # my part of the answer
         tl.store(mine + offsets, total, mask=mask)  # and for the peers to read
         start += step
@@ -196,11 +203,7 @@ def two_shot_push_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     while start < end:  # reduce my chunk, push it everywhere
         offsets = tile(start, BLOCK)
         mask = offsets < end
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for peer in tl.static_range(WORLD):
-            acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets,
-                           mask=mask).to(tl.float32)
-        total = acc.to(out.dtype.element_ty)
+        total = sum_of_ranks(buffer_ptrs, offsets, mask, out, WORLD, BLOCK)
         for hop in tl.static_range(WORLD):  # from rank + 1 on: not every rank into rank 0 first
             theirs = peer_buffer(buffer_ptrs, (rank + 1 + hop) % WORLD, out)
             tl.store(theirs + offsets, total, mask=mask)
