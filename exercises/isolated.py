@@ -17,12 +17,11 @@ line. A child that dies is a "not yet" naming the crash, and the notebook's proc
 touched the wrong kernel. In Triton's interpreter (a CPU) nothing faults (a wild address is an
 error the check reports), so the check runs in the process, as before.
 
-``python -m exercises.isolated <id> <answer file> <name>...`` is the child.
+``python -m exercises.isolated <id> <name>...`` (the answer's source on stdin) is the child.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -45,16 +44,13 @@ def _name(answer) -> str:
 
 def run(ex, answers: tuple):
     """``ex``'s check of ``answers`` in a child process: its :class:`exercises.Result`."""
-    from exercises import Result, triton_child, write_whole
+    from exercises import Result, triton_child
 
-    source = triton_child.answer_source(*answers)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = env.var_dir("exercises") / f"{ex.id.replace('.', '_')}_isolated_{digest}.py"
-    write_whole(path, source)
-    command = [sys.executable, "-m", __name__, ex.id, str(path), *map(_name, answers)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              cwd=env.ROOT, env=env.child_environment(**{CHILD: "1"}))
+    command = [sys.executable, "-m", __name__, ex.id, *map(_name, answers)]
+    try:  # the answer's source goes in on stdin; the child imports it from a file of its own
+        done = subprocess.run(command, input=triton_child.answer_source(*answers),
+                              capture_output=True, text=True, timeout=TIMEOUT_S, cwd=env.ROOT,
+                              env=env.child_environment(**{CHILD: "1"}))
     except subprocess.TimeoutExpired:
         return Result(ex, "not yet", [f"no answer after {TIMEOUT_S} s: your code hangs the "
                                       "GPU (a loop whose end is never reached?)",
@@ -73,14 +69,13 @@ def run(ex, answers: tuple):
 
 
 def main(argv: list[str]) -> int:
-    """The child: check the answers named ``argv[2:]`` of file ``argv[1]`` for exercise
+    """The child: check the answers named ``argv[1:]`` of the source on stdin for exercise
     ``argv[0]``; print the result as a JSON line."""
     import exercises
     from exercises import triton_child
 
-    id, path, names = argv[0], argv[1], argv[2:]
-    with open(path) as f:
-        module = triton_child.imported(f.read())
+    id, names = argv[0], argv[1:]
+    module = triton_child.imported(sys.stdin.read())
     result = exercises.run_check(id, *(getattr(module, n) for n in names))
     print(json.dumps({"status": result.status, "lines": result.lines}), flush=True)
     return 0
