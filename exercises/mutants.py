@@ -19,8 +19,8 @@ skipped; "hard to check" is not a reason.
     python -m course exercises mutants 02.reverse -j 4 # one, four at a time
     python -m course exercises mutants --list 03.warp_sum   # the mutants, not run
 
-The mutants run in child processes, up to 12 to a child (a wrong kernel can crash the process
-that runs it; the parent names the mutant and goes on in a fresh child).
+The mutants run in child processes, up to 12 to a child and spread over the jobs (a wrong kernel
+can crash the process that runs it; the parent names the mutant and goes on in a fresh child).
 """
 
 from __future__ import annotations
@@ -225,10 +225,15 @@ def solution(exercise: str) -> Mutant:
 def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
              report: Callable[[str, list[Outcome]], None] = lambda e, o: None,
              ) -> dict[str, list[Outcome]]:
-    """Every exercise's solution and mutants, in chunks of ``chunk``, ``jobs`` chunks at a
-    time; ``report`` as each exercise finishes (its solution's outcome first)."""
-    chunks = [(e, ms[i:i + chunk]) for e in exercises_
-              for ms in [[solution(e), *all_mutants(e)[0]]] for i in range(0, len(ms), chunk)]
+    """Every exercise's solution and mutants, in chunks of at most ``chunk``, ``jobs`` chunks
+    at a time; ``report`` as each exercise finishes (its solution's outcome first).
+
+    The chunks are cut small enough to give every job work: a few exercises whose checks are
+    slow (lesson 08's compile the attention kernel in a child of their own, 10-20 s each on a
+    GPU) would otherwise queue a dozen each behind one another while most jobs sit idle."""
+    every = {e: [solution(e), *all_mutants(e)[0]] for e in exercises_}
+    chunk = max(1, min(chunk, -(-sum(map(len, every.values())) // max(jobs, 1))))
+    chunks = [(e, ms[i:i + chunk]) for e, ms in every.items() for i in range(0, len(ms), chunk)]
     left = collections.Counter(e for e, _ in chunks)
     results: dict[str, list[Outcome]] = {e: [] for e in exercises_}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:

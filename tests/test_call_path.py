@@ -7,7 +7,12 @@ import pytest
 import torch
 
 import kernels
+from course_utils import env
 from kernels.registry import KernelNotSupported
+
+# where the Triton kernels run: compiled on a GPU, interpreted on a CPU (launches are counted,
+# never run, but the registry's checks refuse a compiled kernel's CPU tensors)
+DEVICE = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
 
 
 @pytest.fixture
@@ -139,8 +144,9 @@ def test_a_registered_triton_call_checks_once_and_launches_once(monkeypatch, cou
     the kernel's check run on the first call only, and each call is one launch."""
     attention, attention_calls = count_checks(monkeypatch, "attention", "triton")
     rmsnorm, rmsnorm_calls = count_checks(monkeypatch, "rmsnorm", "triton")
-    q, k, v = (torch.randn(1, 2, 128, 64, dtype=torch.float16) for _ in range(3))
-    x, w = torch.randn(64, 256, dtype=torch.float16), torch.randn(256, dtype=torch.float16)
+    q, k, v = (torch.randn(1, 2, 128, 64, dtype=torch.float16, device=DEVICE) for _ in range(3))
+    x = torch.randn(64, 256, dtype=torch.float16, device=DEVICE)
+    w = torch.randn(256, dtype=torch.float16, device=DEVICE)
     for _ in range(10):
         attention(q, k, v, True)
         rmsnorm(x, w, 1e-6)
@@ -157,9 +163,9 @@ def test_the_rmsnorm_forward_and_backward_are_one_check_and_three_launches(
     the forward is one launch, the backward two (dx with the per-program partial sums of
     dweight, then their column sum, rounded to the weight's dtype in the same kernel)."""
     rmsnorm, calls = count_checks(monkeypatch, "rmsnorm", "triton")
-    x = torch.randn(64, 256, dtype=torch.float16, requires_grad=True)
-    w = torch.randn(256, dtype=torch.float16, requires_grad=True)
-    dy = torch.randn(64, 256, dtype=torch.float16)
+    x = torch.randn(64, 256, dtype=torch.float16, device=DEVICE, requires_grad=True)
+    w = torch.randn(256, dtype=torch.float16, device=DEVICE, requires_grad=True)
+    dy = torch.randn(64, 256, dtype=torch.float16, device=DEVICE)
     for _ in range(10):
         rmsnorm(x, w, 1e-6).backward(dy)
         x.grad = w.grad = None
