@@ -190,15 +190,27 @@ def test_verdicts_are_read_from_records():
     assert len(lines) == 3 and all("as expected" in line for line in lines), lines
 
 
-def test_a_missed_loss_target_names_torch_compiles_own_drift():
+def test_a_missed_loss_target_names_how_far_rounding_alone_moves_the_loss():
+    """torch.compile's run and eager's in fp32 differ from eager's bf16 run only in rounding:
+    their distances are the yardstick the verdict names (in that order)."""
     from course_utils.results import Record
 
     run, peer = "after 200 steps bf16-autocast S=1024 B=8", {"peer": 10.0, "peer_what": "eager"}
     records = [Record(bench.LESSON, f"final loss compile {run}", 10.05, "loss", **peer),
+               Record(bench.LESSON, f"final loss fp32 {run}", 9.85, "loss", **peer),
                Record(bench.LESSON, f"final loss all-course {run}", 10.2, "loss", **peer)]
     (line,) = [ln for ln in bench.verdicts(records) if "loss within" in ln]
     assert "2.00% apart" in line and "NOT here" in line
-    assert line.endswith("torch.compile's own loss is 0.50% from eager's"), line
+    assert line.endswith("rounding alone moves it: torch.compile ends 0.50% from eager's, "
+                         "eager in fp32 ends 1.50% from eager's"), line
+    (line,) = [ln for ln in bench.verdicts(records[:1] + records[2:]) if "loss within" in ln]
+    assert line.endswith("rounding alone moves it: torch.compile ends 0.50% from eager's"), line
+
+
+def test_the_fp32_yardstick_trains_in_fp32_whatever_the_run():
+    found = bench.trainer(bench.BY_KEY["fp32"], bench.TINY, "bf16-autocast", 16, 2, "cpu", 1e-3)
+    assert found.precision == "fp32" and found.compute_dtype == torch.float32
+    assert "fp32" in bench.GPU_LOSS_KEYS and "fp32" not in {c.key for c in bench.CONFIGS}
 
 
 @pytest.mark.gpu

@@ -16,7 +16,9 @@ seed and measures, in one run:
   peer, and the bytes of (S, S) tensors the
   eager step saves for its backward (measured by a hook, :func:`breakdown.saved_square_bytes`);
 * where the time goes (:func:`breakdown.by_category` of a profile, and the launch gaps);
-* the loss of :data:`LOSS_STEPS` steps from one seed and data, eager and all course kernels.
+* the loss of :data:`LOSS_STEPS` steps from one seed and data, eager and all course kernels;
+  on a GPU also torch.compile's and eager's in fp32 (:data:`FP32`): the yardsticks of how far
+  rounding alone moves the loss of this short run.
 
 A configuration whose kernels cannot run here is skipped with the registry's reason (a
 :class:`~course_utils.results.Note` says which and why); the two with CUDA graphs are skipped on
@@ -49,10 +51,12 @@ GPU_LR, SEED = 6e-4, 0  # GPT-2 small's learning rate
 LOSS_STEPS, LOSS_EVERY, LOSS_TAIL = 200, 20, 10  # the loss compared: the mean of the last 10
 CPU_LOSS_STEPS = 12  # (4 with --quick)
 TARGET_LOSS = 0.01  # all course kernels within 1% of eager's loss after LOSS_STEPS steps
-# the loss curves drawn: on a GPU torch.compile's too, the yardstick of the target (its fused
-# kernels round in another order as the course's do: how far does that alone move the loss?)
+# the loss curves drawn: on a GPU two yardsticks of the target too: torch.compile's (its fused
+# kernels round in another order, as the course's do) and eager's in fp32 (no bf16 rounding at
+# all). How far does rounding alone move the loss after 200 steps? (On an H100 at 8a27582: the
+# fp32 run ended 1.5% below the bf16 one; docs/results/*-loss-yardstick-8a27582.log.)
 LOSS_KEYS = ("eager", "all-course", "all-course-graph")
-GPU_LOSS_KEYS = ("eager", "compile", "all-course", "all-course-graph")
+GPU_LOSS_KEYS = ("eager", "fp32", "compile", "all-course", "all-course-graph")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Config:
     compiled: bool = False
     compile_mode: str = "default"  # torch.compile's mode
     graphed: bool = False  # the whole step captured in one CUDA graph (kernels/model/graphed.py)
+    precision: str | None = None  # its own precision, not the run's (the fp32 yardstick)
 
 
 CONFIGS = (Config("eager", "eager", EAGER),
@@ -74,7 +79,9 @@ CONFIGS = (Config("eager", "eager", EAGER),
            Config("all-course", "+ activation (all course kernels)", COURSE),
            Config("all-course-graph", "all course kernels, the step in one CUDA graph", COURSE,
                   graphed=True))
-BY_KEY = {c.key: c for c in CONFIGS}
+# trained for its loss curve only (its step time is not the lesson's question)
+FP32 = Config("fp32", "eager in fp32", EAGER, precision="fp32")
+BY_KEY = {c.key: c for c in (*CONFIGS, FP32)}
 
 
 def setting(device: str | None = None) -> tuple[ModelConfig, str, tuple, float]:
@@ -103,7 +110,7 @@ def trainer(config: Config, model_config: ModelConfig, precision: str, seq: int,
     if why := graph_unmet(config, device):
         return why
     model = Transformer(model_config, seed=SEED).to(device)
-    probe = Trainer(model, precision, lr=lr, compiled=config.compiled,
+    probe = Trainer(model, config.precision or precision, lr=lr, compiled=config.compiled,
                     compile_mode=config.compile_mode, capturable=config.graphed)
     norm_dtype = next(model.parameters()).dtype
     try:
@@ -365,8 +372,11 @@ def verdicts(records: list[results.Record]) -> list[str]:
     def gap(key: str) -> float:
         return abs(finals[key].value - finals[key].peer) / finals[key].peer
 
-    yardstick = (f"; torch.compile's own loss is {gap('compile'):.2%} from eager's"
-                 if "compile" in finals and finals["compile"].peer else "")
+    # how far rounding alone moves this run's loss: runs that differ only in how they round
+    sticks = [f"{who} ends {gap(key):.2%} from eager's" for key, who in
+              (("compile", "torch.compile"), ("fp32", "eager in fp32")) if key in finals
+              and finals[key].peer]
+    yardstick = "; rounding alone moves it: " + ", ".join(sticks) if sticks else ""
     for key, who in (("all-course", ""), ("all-course-graph", ", the step in one CUDA graph")):
         if key not in finals or not finals[key].peer:
             continue

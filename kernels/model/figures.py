@@ -15,9 +15,9 @@ ORDER = ("eager", "+attention", "+norm", "all-course")
 LABELS = {"eager": "eager", "+attention": "+ attention", "+norm": "+ norm",
           "all-course": "+ activation\n(all course)", "compile": "torch.compile\n(eager model)",
           "compile-ro": "torch.compile\nreduce-overhead",
-          "all-course-graph": "all course,\none CUDA graph"}
+          "all-course-graph": "all course,\none CUDA graph", "fp32": "eager in fp32"}
 COLORS = {"eager": "#8c564b", "all-course": "#1f77b4", "compile": "#7f7f7f",
-          "all-course-graph": "#2ca02c"}
+          "all-course-graph": "#2ca02c", "fp32": "#000000"}
 
 
 def waterfall(times: dict[str, float], title: str, environment: str | None = None):
