@@ -172,3 +172,51 @@ def test_the_rmsnorm_forward_and_backward_are_one_check_and_three_launches(
     assert calls == {"validate": 1, "check": 1}
     assert counted_launches == ["rmsnorm_fwd_kernel", "rmsnorm_bwd_kernel",
                                 "rmsnorm_dweight_kernel"] * 10
+
+
+def calls_in(fn) -> list[str]:
+    """The names of the Python and C functions that one call of ``fn`` calls (sys.setprofile's
+    events; attribute reads such as ``.shape`` are not calls), ``fn``'s own frame left out: a
+    count of a call path's work that no machine's speed changes."""
+    import sys
+
+    names = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            names.append(frame.f_code.co_name)
+        elif event == "c_call":
+            names.append(getattr(arg, "__name__", repr(arg)))
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return names[1:-1]  # (fn itself, and sys.setprofile's own call)
+
+
+def test_the_registered_attention_adds_only_the_problems_lookup(monkeypatch, counted_launches):
+    """Once a problem is checked, the registered attention does what triton_fwd.forward does
+    plus the registry's lookup of the problem (its key: a few reads per argument) and one call
+    of its own that picks the path: no second validation or check, no layers in between. Lesson
+    09's table measured this path 25 µs above the direct forward on an H100; the calls counted
+    here are the work it stands for."""
+    from kernels.attention import triton_fwd
+    from kernels.registry import _problem_key
+
+    attention, checks = count_checks(monkeypatch, "attention", "triton")
+    q, k, v = (torch.randn(1, 2, 128, 64, dtype=torch.float16, device=DEVICE) for _ in range(3))
+    args = (q, k, v, True)
+    attention(*args)  # the problem's first call: checked once
+    direct = calls_in(lambda: triton_fwd.forward(*args))
+    registered = calls_in(lambda: attention(*args))
+    key = calls_in(lambda: _problem_key(args))
+    assert checks == {"validate": 1, "check": 1}, "a problem seen before is not checked again"
+    extra = list(registered)
+    for name in direct + key:
+        extra.remove(name)  # (ValueError here: the registered call skips the forward's work)
+    # the registry's __call__, the registered function, its grad-mode and decode questions
+    assert sorted(extra) == sorted(["__call__", "_attention", "is_grad_enabled", "packs"]), (
+        f"the registered attention calls more than the forward and the problem's lookup: {extra}")
+    assert counted_launches == ["attention_fwd_kernel"] * 3

@@ -110,10 +110,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def _attention(q, k, v, causal=False, window=None):
-    # (what the registry calls: it has asked the same questions already)
+    # What the registry calls once it has checked the problem (or found it checked before), so
+    # every Python call here is paid by every call of a tiny problem: no layer between this and
+    # the forward (forward_by_shape's choice made inline), autograd only when a gradient is
+    # wanted (tests/test_call_path.py counts the calls)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return FlashAttention.apply(q, k, v, causal, window)
-    return forward_by_shape(q, k, v, causal, window)[0]  # inference: nothing saved
+    if triton_decode.packs(q, k):  # inference: nothing saved
+        return triton_decode.forward(q, k, v, causal, window)[0]
+    return triton_fwd.forward(q, k, v, causal, window)[0]
 
 register("attention", "triton", fn=_attention, dtypes=triton_fwd.DTYPES, needs=("triton",),
          check=triton_fwd.reason,
