@@ -142,6 +142,21 @@ def sum_of_ranks(buffer_ptrs, offsets, mask, out, WORLD: tl.constexpr, BLOCK: tl
 
 
 @triton.jit
+def copy_chunk(src, out, index, chunk, numel, BLOCK: tl.constexpr):
+    """Chunk ``index`` (elements ``index·chunk`` up to the next chunk or ``numel``) of ``src``
+    into the same place in ``out``, block ``pid`` taking tiles ``pid``, ``pid + grid``, ...:
+    the two-shots' gather of a reduced chunk, from a peer's buffer or from this rank's own."""
+    begin = index * chunk
+    end = tl.minimum(begin + chunk, numel)
+    start = begin + tl.program_id(0) * BLOCK
+    while start < end:
+        offsets = tile(start, BLOCK)
+        mask = offsets < end
+        tl.store(out + offsets, tl.load(src + offsets, mask=mask), mask=mask)
+        start += tl.num_programs(0) * BLOCK
+
+
+@triton.jit
 def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
                     WORLD: tl.constexpr, BLOCK: tl.constexpr):
     """The same sum in two steps over ``WORLD`` chunks of ``chunk`` elements (a multiple of
@@ -166,15 +181,7 @@ def two_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # every rank's chunk is reduced
     for hop in tl.static_range(1, WORLD):  # all-gather: the peers' chunks, from rank + 1 on
         peer = (rank + hop) % WORLD  # (so that the ranks do not all read rank 0 first)
-        theirs = peer_buffer(buffer_ptrs, peer, out)
-        begin = peer * chunk
-        end = tl.minimum(begin + chunk, numel)
-        start = begin + pid * BLOCK
-        while start < end:
-            offsets = tile(start, BLOCK)
-            mask = offsets < end
-            tl.store(out + offsets, tl.load(theirs + offsets, mask=mask), mask=mask)
-            start += step
+        copy_chunk(peer_buffer(buffer_ptrs, peer, out), out, peer, chunk, numel, BLOCK)
     barrier(signal_pad_ptrs, pid, rank, WORLD)  # no peer still reads my buffer
 
 
@@ -216,14 +223,7 @@ def two_shot_push_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, chunk, rank,
     if not IN_PLACE:  # the peers' chunks, from my own buffer: nobody writes them until my
         mine = peer_buffer(buffer_ptrs, rank, out)  # next call's first barrier
         for hop in tl.static_range(1, WORLD):
-            begin = ((rank + hop) % WORLD) * chunk
-            end = tl.minimum(begin + chunk, numel)
-            start = begin + pid * BLOCK
-            while start < end:
-                offsets = tile(start, BLOCK)
-                mask = offsets < end
-                tl.store(out + offsets, tl.load(mine + offsets, mask=mask), mask=mask)
-                start += step
+            copy_chunk(mine, out, (rank + hop) % WORLD, chunk, numel, BLOCK)
 
 
 def chunk_for(numel: int, world_size: int) -> int:
