@@ -60,6 +60,19 @@ def test_the_forward_saves_the_log_sum_exp_in_base_2():
                                atol=1e-5, rtol=1e-5)
 
 
+def test_inference_skips_the_log_sum_exp_and_nothing_else():
+    """save_lse=False (the registered call without a gradient): the same output to the bit,
+    no log-sum-exp, on a causal problem with a ragged diagonal and on one with no keys."""
+    q, k, v, causal = CASES["cross 1x2x40x97x64 causal"].make(torch.float32, DEVICE)
+    o, lse2 = triton_fwd.forward(q, k, v, causal)
+    o_inference, none = triton_fwd.forward(q, k, v, causal, save_lse=False)
+    assert lse2 is not None and none is None
+    assert torch.equal(o, o_inference)
+    empty = torch.randn(1, 2, 0, 64, device=DEVICE)
+    o_empty, none = triton_fwd.forward(q, empty, empty, save_lse=False)
+    assert none is None and o_empty.abs().sum() == 0
+
+
 def test_no_keys_or_no_queries_give_what_the_reference_gives():
     q = torch.randn(1, 2, 5, 64, device=DEVICE)
     empty = torch.randn(1, 2, 0, 64, device=DEVICE)

@@ -118,7 +118,7 @@ def _attention(q, k, v, causal=False, window=None):
         return FlashAttention.apply(q, k, v, causal, window)
     if triton_decode.packs(q, k):  # inference: nothing saved
         return triton_decode.forward(q, k, v, causal, window)[0]
-    return triton_fwd.forward(q, k, v, causal, window)[0]
+    return triton_fwd.forward(q, k, v, causal, window, save_lse=False)[0]
 
 register("attention", "triton", fn=_attention, dtypes=triton_fwd.DTYPES, needs=("triton",),
          check=triton_fwd.reason,

@@ -126,7 +126,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                          svb, svh, svs, svd, sob, soh, sos, sod,
                          n_heads, group, seq_q, seq_k, window, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
+                         CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr,
+                         SAVE_LSE: tl.constexpr):
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // n_heads).to(tl.int64)
@@ -176,7 +177,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     o = acc / l_i[:, None]
     tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :] * sod,
              o.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
-    tl.store(lse_ptr + bh.to(tl.int64) * seq_q + rows, m_i + tl.math.log2(l_i), mask=row_ok)
+    if SAVE_LSE:  # (what the backward reuses; inference has no use for it)
+        tl.store(lse_ptr + bh.to(tl.int64) * seq_q + rows, m_i + tl.math.log2(l_i), mask=row_ok)
 
 
 @triton.jit
@@ -306,22 +308,24 @@ def config_for(q: torch.Tensor, causal: bool) -> Config:
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-            window: int | None = None, *,
-            config: Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            window: int | None = None, *, config: Config | None = None,
+            save_lse: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(O, lse2)``: the attention output (B, H, Sq, D) in q's dtype, and the log-sum-exp of
     each query's scaled scores in base 2 (float32, (B, H, Sq)), which the backward reuses.
     ``k`` and ``v`` may have fewer heads than ``q`` (grouped-query attention: query head h reads
     K/V head ``h // (H_q // H_kv)``); ``window`` (with ``causal``): query i sees keys
-    ``i - window < j <= i``. Inputs are validated and checked by the caller (the registry,
-    :mod:`autograd`)."""
+    ``i - window < j <= i``. ``save_lse=False`` (inference: no backward will follow) returns
+    ``(O, None)``: the kernel skips the log-sum-exp, and the call one allocation, which a tiny
+    problem's host time notices (lesson 09's overhead table). Inputs are validated and checked
+    by the caller (the registry, :mod:`autograd`)."""
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]
     o = torch.empty((b, h, seq_q, d), dtype=q.dtype, device=q.device)
-    lse = torch.empty((b, h, seq_q), dtype=torch.float32, device=q.device)
+    lse = torch.empty((b, h, seq_q), dtype=torch.float32, device=q.device) if save_lse else None
     if o.numel() == 0:
         return o, lse
     if seq_k == 0:  # no keys: the weighted sum of nothing, as the eager reference gives
-        return o.zero_(), lse.fill_(float("-inf"))
+        return o.zero_(), lse.fill_(float("-inf")) if save_lse else None
 
     def make():  # once per problem (the key below): the configuration, grid and arguments
         c = config or config_for(q, causal)
@@ -333,10 +337,12 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
         return grid, (*q.stride(), *k.stride(), *v.stride(), *o.stride(), h, h // k.shape[1],
                       seq_q, seq_k, window or 0, LOG2E / math.sqrt(d)), {
             "HEAD_DIM": d, "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "CAUSAL": causal,
-            "WINDOW": window is not None, "IEEE": q.dtype == torch.float32, **launch}
+            "WINDOW": window is not None, "IEEE": q.dtype == torch.float32,
+            "SAVE_LSE": save_lse, **launch}
 
-    _launch((q.shape, k.shape, q.stride(), k.stride(), v.stride(), causal, window, config),
-            (q, k, v, o, lse), make)
+    # (without SAVE_LSE the kernel never touches its lse pointer: o stands in for it)
+    _launch((q.shape, k.shape, q.stride(), k.stride(), v.stride(), causal, window, config,
+             save_lse), (q, k, v, o, lse if save_lse else o), make)
     return o, lse
 
 
