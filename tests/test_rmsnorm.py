@@ -178,3 +178,28 @@ def test_the_fused_forward_launches_one_kernel():
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     counts = count_kernels(kernels.get_kernel("rmsnorm", "triton"), x, w)
     assert sum(counts.values()) == 1, counts
+
+
+def test_the_bench_times_each_pass_as_a_caller_runs_it():
+    """(any machine) The bench's three passes of a provider: the forward without a graph, the
+    backward alone through autograd (a graph made once, kept for every call) and both; each
+    gives what autograd of the eager version gives, and each row has its bytes ÷ time."""
+    from kernels.rmsnorm import bench
+
+    x = torch.randn(16, 64, device=DEVICE).requires_grad_()
+    w = (1 + 0.1 * torch.randn(64, device=DEVICE)).requires_grad_()
+    dy = torch.randn(16, 64, device=DEVICE)
+    y, dx, dw = _exact(x, w, dy)
+    fn = kernels.get_kernel("rmsnorm", "triton")
+    forward = bench._forward(fn, x, w, dy)()
+    assert forward.grad_fn is None  # no graph: nothing saved
+    backward = bench._backward(fn, x, w, dy)
+    for grads in (backward(), backward(), bench._forward_backward(fn, x, w, dy)()):
+        torch.testing.assert_close(grads[0].double(), dx, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(grads[1].double(), dw, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(forward.double(), y, atol=1e-5, rtol=1e-5)
+    copy, rows = bench.measure(64, torch.float32, rows=16, device=DEVICE,
+                               names=["triton", bench.PEER], min_time_s=0.01)
+    assert [(r["kernel"], r["pass"]) for r in rows] == [
+        (k, p) for k in ("triton", bench.PEER) for p in bench.DIRECTIONS]
+    assert copy > 0 and all(r["GB/s"] > 0 and r["of copy"] > 0 for r in rows)

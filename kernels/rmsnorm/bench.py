@@ -1,10 +1,13 @@
-"""RMSNorm benchmark: every provider, forward and forward + backward, against copy bandwidth.
+"""RMSNorm benchmark: every provider, forward, backward and both, against copy bandwidth.
 
 RMSNorm is memory-bound: per element it does a handful of flops and moves 2 (bf16) bytes each
 way. So each timing becomes *bytes that must move ÷ time*, set against the device's copy
 bandwidth on the same bytes, measured in the same run:
 
 * forward: read x, write y (and the weight, once): ``2·R·H`` elements;
+* backward: read dy and x, write dx (and the weight and dweight, once): ``3·R·H`` elements,
+  timed as ``torch.autograd.grad`` of a forward made once, so what a caller's ``.backward()``
+  runs: autograd's engine, the provider's backward and its kernels;
 * forward + backward: the forward, then read dy and x again, write dx (and dweight, once):
   ``5·R·H`` elements. (x is read twice: between the two passes runs the rest of the network.)
 
@@ -31,7 +34,7 @@ HIDDEN = (4096, 8192)
 GPU_ROWS = 16384
 CPU_ROWS = 64  # the Triton kernel runs in the interpreter there: keep it small
 PEER = "F.rms_norm"
-DIRECTIONS = ("forward", "forward+backward")
+DIRECTIONS = ("forward", "backward", "forward+backward")
 
 
 def _liger() -> tuple[object | None, str]:
@@ -62,10 +65,18 @@ def candidates(x: torch.Tensor, w: torch.Tensor, names: list[str] | None = None
     return [c for c in found if names is None or c[0] in names]
 
 
-def _forward(fn, x, w):
+def _forward(fn, x, w, dy):  # (dy: the passes take the same arguments)
     def call():
         with torch.no_grad():  # inference: no graph, nothing saved for a backward
             return fn(x, w, EPS)
+    return call
+
+
+def _backward(fn, x, w, dy):
+    y = fn(x, w, EPS)  # one forward: the graph and what it saved are kept for every call
+
+    def call():
+        return torch.autograd.grad(y, (x, w), dy, retain_graph=True)
     return call
 
 
@@ -91,7 +102,9 @@ def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None =
     dy = torch.randn(rows, hidden, device=device).to(dtype)
     size = x.element_size()
     moved = {"forward": (2 * rows + 1) * hidden * size,
+             "backward": (3 * rows + 2) * hidden * size,
              "forward+backward": (5 * rows + 2) * hidden * size}
+    timed = {"forward": _forward, "backward": _backward, "forward+backward": _forward_backward}
     copy = timing.copy_bandwidth(rows * hidden * size, device=device, min_time_s=min_time_s)
     table = []
     for label, fn, reason in candidates(x, w, names):
@@ -99,8 +112,7 @@ def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None =
             row = {"kernel": label, "hidden": hidden, "pass": direction, "ms": None,
                    "GB/s": None, "of copy": None, f"vs {PEER}": None, "note": reason}
             if fn is not None:
-                call = (_forward(fn, x, w) if direction == "forward"
-                        else _forward_backward(fn, x, w, dy))
+                call = timed[direction](fn, x, w, dy)
                 ms = timing.benchmark(call, name=f"rmsnorm {label} {direction}", device=device,
                                       min_time_s=min_time_s).median
                 gbs = timing.gbps(moved[direction], ms)
@@ -138,10 +150,12 @@ def run(quick: bool = False) -> list[results.Record]:
 # the targets of the course (issue 32): each pass of the Triton kernels at >= 85% of copy and at
 # least as fast as torch.compile's fused kernel
 TARGET_OF_COPY = 0.85
-# what limits a forward+backward call that misses (the H100's probe, in docs/results/)
-HOST_BOUND = ("the call runs through torch.autograd and a Python Function: on the H100 the "
-              "host spends about as long on one forward+backward call as the two kernels take "
-              "at 4096 (docs/results/nvidia-h100-80gb-hbm3-rmsnorm-probe-b6aef6d.txt)")
+# what limits a call with a backward that misses (the H100's probe, in docs/results/)
+HOST_BOUND = ("the call runs through torch.autograd, which runs a CUDA tensor's backward on a "
+              "thread of its own, and there the Python Function's backward must take the GIL: "
+              "on the H100 the same forward+backward was GPU-bound with autograd on the calling "
+              "thread (0.253 against 0.341 ms at 4096, "
+              "docs/results/nvidia-h100-80gb-hbm3-rmsnorm-autograd-3024be9.txt)")
 
 
 def recorded_verdicts(recorded) -> list[str]:
@@ -154,7 +168,7 @@ def recorded_verdicts(recorded) -> list[str]:
             continue
         compiled = found.get(what.replace(" triton ", " compile "))
         direction = what.split()[2]
-        why = HOST_BOUND if direction == "forward+backward" else "measured on a busy GPU"
+        why = "measured on a busy GPU" if direction == "forward" else HOST_BOUND
         lines.append(timing.verdict(f"{what}: ≥ {TARGET_OF_COPY:.0%} of copy",
                                     f"{r.value / r.ceiling:.0%} ({r.value:,.0f} of "
                                     f"{r.ceiling:,.0f} GB/s)",
