@@ -73,7 +73,12 @@ def _forward(fn, x, w, dy):  # (dy: the passes take the same arguments)
 
 
 def _backward(fn, x, w, dy):
-    y = fn(x, w, EPS)  # one forward: the graph and what it saved are kept for every call
+    # one forward: the graph and what it saved are kept for every call. torch.compile's
+    # backward frees ("donates") what the forward saved after one use, unless told not to when
+    # it compiles, which is here for this shape: its first call with a graph (the forward pass
+    # before it ran without one)
+    with torch._functorch.config.patch(donated_buffer=False):
+        y = fn(x, w, EPS)
 
     def call():
         return torch.autograd.grad(y, (x, w), dy, retain_graph=True)
