@@ -77,7 +77,9 @@ def _backward(fn, x, w, dy):
     # backward frees ("donates") what the forward saved after one use, unless told not to when
     # it compiles, which is here for this shape: its first call with a graph (the forward pass
     # before it ran without one)
-    with torch._functorch.config.patch(donated_buffer=False):
+    from torch._functorch import config as functorch_config
+
+    with functorch_config.patch(donated_buffer=False):
         y = fn(x, w, EPS)
 
     def call():
