@@ -116,12 +116,17 @@ def _call(fn: Callable, args: Sequence, kwargs: dict, name: str, phase: str,
 
 def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,
               reps: int | None = None, min_time_s: float = 0.2, max_reps: int = 1000,
-              device: str | None = None, **kwargs) -> Timing:
+              device: str | None = None, setup: Callable[[], tuple] | None = None,
+              **kwargs) -> Timing:
     """Time ``fn(*args, **kwargs)``; returns a :class:`Timing` (median, mean, min, max, stdev).
 
     ``reps`` fixes the number of timed calls; by default it is chosen so that timing takes about
     ``min_time_s`` (at least 5 and at most ``max_reps`` calls). ``device`` is inferred from the
     first tensor argument, else the default device; pass it when ``fn`` takes no tensors.
+    ``setup``, when given, runs before every call, untimed, and returns the arguments of that
+    call in place of ``args``: what a call uses up, made fresh each time (a forward's autograd
+    graph, for timing its backward alone; on a GPU the setup's kernels run before the call's
+    first event).
     """
     if not callable(fn):
         raise TypeError(f"benchmark(fn=...) expected a callable, got {type(fn).__name__}: "
@@ -129,14 +134,21 @@ def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,
     if warmup < 0 or (reps is not None and reps < 1):
         raise ValueError(f"benchmark expected warmup >= 0 and reps >= 1, got warmup={warmup}, "
                          f"reps={reps}")
+    if setup is not None and not callable(setup):
+        raise TypeError(f"benchmark(setup=...) expected a callable returning fn's arguments, "
+                        f"got {type(setup).__name__}")
     name = name or _describe(fn)
     kind = _pick_device(device, [*args, *kwargs.values()])
     sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
 
+    def arguments(phase: str) -> Sequence:
+        return args if setup is None else _call(setup, (), {}, f"{name}'s setup", phase)
+
     # warm-up, and a first estimate of the cost of one call
     start = time.perf_counter()
     for i in range(max(warmup, 1)):
-        _call(fn, args, kwargs, name, "warm-up" if i < warmup else "the first call")
+        phase = "warm-up" if i < warmup else "the first call"
+        _call(fn, arguments(phase), kwargs, name, phase)
     sync()
     per_call = (time.perf_counter() - start) / max(warmup, 1)
     if reps is None:
@@ -147,15 +159,17 @@ def benchmark(fn: Callable, *args, name: str | None = None, warmup: int = 3,
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(reps)]
         for begin, end in events:
+            call_args = arguments("timing")
             begin.record()
-            _call(fn, args, kwargs, name, "timing")
+            _call(fn, call_args, kwargs, name, "timing")
             end.record()
         torch.cuda.synchronize()
         times = [begin.elapsed_time(end) for begin, end in events]
     else:
         for _ in range(reps):
+            call_args = arguments("timing")
             t0 = time.perf_counter()
-            _call(fn, args, kwargs, name, "timing")
+            _call(fn, call_args, kwargs, name, "timing")
             times.append((time.perf_counter() - t0) * 1e3)
     return Timing(name=name, times_ms=tuple(times), device=kind)
 

@@ -182,8 +182,9 @@ def test_the_fused_forward_launches_one_kernel():
 
 def test_the_bench_times_each_pass_as_a_caller_runs_it():
     """(any machine) The bench's three passes of a provider: the forward without a graph, the
-    backward alone through autograd (a graph made once, kept for every call) and both; each
-    gives what autograd of the eager version gives, and each row has its bytes ÷ time."""
+    backward alone through autograd (a fresh forward and graph made untimed before each call)
+    and both; each gives what autograd of the eager version gives, and each row has its bytes
+    ÷ time."""
     from kernels.rmsnorm import bench
 
     x = torch.randn(16, 64, device=DEVICE).requires_grad_()
@@ -191,13 +192,16 @@ def test_the_bench_times_each_pass_as_a_caller_runs_it():
     dy = torch.randn(16, 64, device=DEVICE)
     y, dx, dw = _exact(x, w, dy)
     fn = kernels.get_kernel("rmsnorm", "triton")
-    forward = bench._forward(fn, x, w, dy)()
-    assert forward.grad_fn is None  # no graph: nothing saved
-    backward = bench._backward(fn, x, w, dy)
-    for grads in (backward(), backward(), bench._forward_backward(fn, x, w, dy)()):
+    call, setup = bench._forward(fn, x, w, dy)
+    forward = call()
+    assert setup is None and forward.grad_fn is None  # no graph: nothing saved
+    torch.testing.assert_close(forward.double(), y, atol=1e-5, rtol=1e-5)
+    backward, make_graph = bench._backward(fn, x, w, dy)
+    both, none = bench._forward_backward(fn, x, w, dy)
+    assert none is None
+    for grads in (backward(*make_graph()), backward(*make_graph()), both()):
         torch.testing.assert_close(grads[0].double(), dx, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(grads[1].double(), dw, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(forward.double(), y, atol=1e-5, rtol=1e-5)
     copy, rows = bench.measure(64, torch.float32, rows=16, device=DEVICE,
                                names=["triton", bench.PEER], min_time_s=0.01)
     assert [(r["kernel"], r["pass"]) for r in rows] == [

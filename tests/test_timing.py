@@ -34,6 +34,30 @@ def test_benchmark_warms_up_before_timing():
     assert len(calls) == 10
 
 
+def test_a_setup_makes_each_calls_arguments_and_is_not_timed():
+    """benchmark(setup=...): before every call (warm-up too) the setup runs and hands the call
+    its arguments; its own time is left out; a setup that is not callable or that raises says
+    so."""
+    made, got = [], []
+
+    def setup():
+        time.sleep(0.05)  # far longer than the call: left out of every timing
+        made.append(len(made))
+        return (made[-1],)
+
+    t = timing.benchmark(got.append, warmup=2, reps=5, device="cpu", setup=setup)
+    assert got == made == list(range(7)) and t.n == 5
+    assert t.max < 40  # ms: the 50 ms setup is not in it, even on a busy machine
+    with pytest.raises(TypeError, match="setup=...\\) expected a callable"):
+        timing.benchmark(got.append, setup=(1,), device="cpu")
+
+    def broken():
+        raise KeyError("no graph")
+
+    with pytest.raises(RuntimeError, match="setup raised KeyError during warm-up"):
+        timing.benchmark(got.append, setup=broken, device="cpu")
+
+
 def test_benchmark_picks_enough_reps_by_default():
     x = torch.ones(8)
     t = timing.benchmark(torch.neg, x, min_time_s=0.01)

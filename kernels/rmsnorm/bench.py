@@ -6,8 +6,8 @@ bandwidth on the same bytes, measured in the same run:
 
 * forward: read x, write y (and the weight, once): ``2·R·H`` elements;
 * backward: read dy and x, write dx (and the weight and dweight, once): ``3·R·H`` elements,
-  timed as ``torch.autograd.grad`` of a forward made once, so what a caller's ``.backward()``
-  runs: autograd's engine, the provider's backward and its kernels;
+  timed as ``torch.autograd.grad`` of a forward made (untimed) before each call, so what a
+  caller's ``.backward()`` runs: autograd's engine, the provider's backward and its kernels;
 * forward + backward: the forward, then read dy and x again, write dx (and dweight, once):
   ``5·R·H`` elements. (x is read twice: between the two passes runs the rest of the network.)
 
@@ -65,34 +65,33 @@ def candidates(x: torch.Tensor, w: torch.Tensor, names: list[str] | None = None
     return [c for c in found if names is None or c[0] in names]
 
 
-def _forward(fn, x, w, dy):  # (dy: the passes take the same arguments)
+def _forward(fn, x, w, dy):
+    """(call, setup) of the forward alone: no graph, nothing saved for a backward."""
     def call():
-        with torch.no_grad():  # inference: no graph, nothing saved for a backward
+        with torch.no_grad():
             return fn(x, w, EPS)
-    return call
+    return call, None
 
 
 def _backward(fn, x, w, dy):
-    # one forward: the graph and what it saved are kept for every call. torch.compile's
-    # backward frees ("donates") what the forward saved after one use, unless told not to when
-    # it compiles, which is here for this shape: its first call with a graph (the forward pass
-    # before it ran without one)
-    from torch._functorch import config as functorch_config
+    """(call, setup) of the backward alone, as a caller's ``.backward()`` runs it: the setup
+    makes a forward and its graph, untimed, before each call; the call is autograd's backward
+    of it (the graph used up, as in training)."""
+    def setup():
+        return (fn(x, w, EPS),)
 
-    with functorch_config.patch(donated_buffer=False):
-        y = fn(x, w, EPS)
-
-    def call():
-        return torch.autograd.grad(y, (x, w), dy, retain_graph=True)
-    return call
+    def call(y):
+        return torch.autograd.grad(y, (x, w), dy)
+    return call, setup
 
 
 def _forward_backward(fn, x, w, dy):
+    """(call, setup) of both passes, as a training step runs them."""
     def call():
         y = fn(x, w, EPS)
         # grad(), not backward(): nothing accumulates into x.grad between calls
         return torch.autograd.grad(y, (x, w), dy)
-    return call
+    return call, None
 
 
 def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None = None,
@@ -119,9 +118,9 @@ def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None =
             row = {"kernel": label, "hidden": hidden, "pass": direction, "ms": None,
                    "GB/s": None, "of copy": None, f"vs {PEER}": None, "note": reason}
             if fn is not None:
-                call = timed[direction](fn, x, w, dy)
+                call, setup = timed[direction](fn, x, w, dy)
                 ms = timing.benchmark(call, name=f"rmsnorm {label} {direction}", device=device,
-                                      min_time_s=min_time_s).median
+                                      min_time_s=min_time_s, setup=setup).median
                 gbs = timing.gbps(moved[direction], ms)
                 row.update({"ms": ms, "GB/s": gbs, "of copy": gbs / copy})
             table.append(row)
