@@ -24,6 +24,20 @@ def discover(root: Path = env.ROOT / "kernels") -> list[str]:
     return [".".join(p.relative_to(Path(root).parent).with_suffix("").parts) for p in found]
 
 
+def choose(modules: list[str], only: list[str]) -> list[str]:
+    """The modules ``only`` names, in ``modules``' order (all of them when it names none). Each
+    word picks one module when it is a module's exact name (``kernels.matmul.bench`` is also a
+    prefix of ``kernels.matmul.bench_mma``), else every module whose name contains it; one
+    exact name does not stop another word from matching by its part (``kernels.bench_overhead
+    rmsnorm`` runs both)."""
+    if not only:
+        return list(modules)
+    picked = set()
+    for word in only:
+        picked |= {word} if word in modules else {m for m in modules if word in m}
+    return [m for m in modules if m in picked]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course bench", description=__doc__)
     parser.add_argument("only", nargs="*", help="module names to run (default: all)")
@@ -35,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     records: dict[str, list[results.Record]] = defaultdict(list)
     notes: dict[str, list[str]] = defaultdict(list)
     modules = discover()
-    # an exact module name picks that module alone (kernels.matmul.bench is also a prefix of
-    # kernels.matmul.bench_mma); otherwise every module whose name contains one of the words
-    chosen = ([m for m in modules if m in args.only]
-              or [m for m in modules if not args.only or any(o in m for o in args.only)])
+    chosen = choose(modules, args.only)
     if not chosen:
         parser.error(f"only: no benchmark module matches {args.only}; known: {modules}")
     for name in chosen:
