@@ -72,14 +72,17 @@ def gradient_errors(q, k, v, causal: bool = False,
     return found
 
 
-def forward_by_shape(q, k, v, causal: bool = False, window: int | None = None):
+def forward_by_shape(q, k, v, causal: bool = False, window: int | None = None,
+                     save_lse: bool = True):
     """``(O, lse2)`` by the path that suits the shape: decoding (``group · Sq`` packed rows fit
     one program, :func:`triton_decode.packs`) takes the packed, split-KV kernel, which loads
     each K/V block once per group; longer queries take :func:`triton_fwd.forward`. Both return
-    the same layouts, so one backward serves both."""
+    the same layouts, so one backward serves both. ``save_lse=False`` (inference): the dense
+    kernel skips the log-sum-exp (None in its place; the packed one needs it to merge its
+    splits, and returns it)."""
     if triton_decode.packs(q, k):
         return triton_decode.forward(q, k, v, causal, window)
-    return triton_fwd.forward(q, k, v, causal, window)
+    return triton_fwd.forward(q, k, v, causal, window, save_lse=save_lse)
 
 
 class FlashAttention(torch.autograd.Function):
@@ -111,14 +114,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def _attention(q, k, v, causal=False, window=None):
     # What the registry calls once it has checked the problem (or found it checked before), so
-    # every Python call here is paid by every call of a tiny problem: no layer between this and
-    # the forward (forward_by_shape's choice made inline), autograd only when a gradient is
-    # wanted (tests/test_call_path.py counts the calls)
+    # every Python call here is paid by every call of a tiny problem: autograd only when a
+    # gradient is wanted (tests/test_call_path.py counts the calls)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return FlashAttention.apply(q, k, v, causal, window)
-    if triton_decode.packs(q, k):  # inference: nothing saved
-        return triton_decode.forward(q, k, v, causal, window)[0]
-    return triton_fwd.forward(q, k, v, causal, window, save_lse=False)[0]
+    return forward_by_shape(q, k, v, causal, window, save_lse=False)[0]  # inference
 
 register("attention", "triton", fn=_attention, dtypes=triton_fwd.DTYPES, needs=("triton",),
          check=triton_fwd.reason,
