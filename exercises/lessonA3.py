@@ -215,3 +215,6 @@ def check_backward(rmsnorm_bwd_kernel, rmsnorm_backward, report) -> None:
     report.line(f"16384x4096 bf16: {gbs['yours']:,.0f} GB/s = {gbs['yours'] / copy:.0%} of copy "
                 f"({copy:,.0f} GB/s), the course's backward {gbs['course']:,.0f} GB/s, same run; "
                 "dweight bit-identical on a second run")
+    if times["yours"] > 1.05 * times["course"]:
+        report.line("the course's kernel loads each next row before it reduces the current one: "
+                    "section 5's \"Loading the next row ahead\" measures what that buys")

@@ -145,6 +145,23 @@ def test_dweight_is_reproducible_and_summed_over_every_group():
     torch.testing.assert_close(first[1].double(), dw64, atol=1e-5, rtol=1e-5)
 
 
+def test_loading_ahead_changes_no_bit():
+    # the same additions in the same order, only the loads moved one row earlier: on transposed
+    # x and dy (column strides), with a group of one row and a short last group
+    torch.manual_seed(2)
+    programs = T.backward_programs(1 << 20, torch.device(DEVICE))
+    for rows in (1, 2 * programs + 3):
+        x = torch.randn(40, rows, device=DEVICE).t()
+        dy = torch.randn(40, rows, device=DEVICE).t()
+        w = torch.randn(40, device=DEVICE)
+        _, rstd = T.forward(x, w)
+        ahead, plain = T.backward(dy, x, w, rstd), T.backward(dy, x, w, rstd, prefetch=False)
+        assert torch.equal(ahead[0], plain[0]) and torch.equal(ahead[1], plain[1])
+        _, dx64, dw64 = _exact(x, w, dy)
+        torch.testing.assert_close(ahead[0].double(), dx64, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ahead[1].double(), dw64, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize(("args", "match"), [
     (([[1.0]], torch.ones(1)), "rmsnorm: x expected a torch.Tensor, got list"),
     ((torch.ones(4), torch.ones(4)), r"rmsnorm: x expected a 2-D tensor, got shape \(4,\)"),

@@ -19,12 +19,21 @@ its part of ``dweight`` in float32 registers, and writes it to its own row of a 
 hidden)`` buffer: no two programs write the same address. A second, small kernel
 (``rmsnorm_dweight_kernel``) adds the buffer's rows in float32 and rounds the sum once to the
 weight's dtype. The buffer has a few rows per SM, not one per row of x (at hidden 8192 on an
-H100's 132 SMs, two programs each: 8.6 MiB of float32, written once and read once, against the
+H100's 132 SMs, four programs each: 17 MiB of float32, written once and read once, against the
 768 MiB of bf16 that the backward of 16k rows must move), so the second pass costs the GPU little;
 it is a kernel of our own rather than ``partial.sum(0).to(weight.dtype)`` because that is two
 launches (the sum, then the rounding) and a float32 vector between them, and at a small problem
 every launch is host time (lesson 09's table). The result is deterministic: same shapes, same
 groups, same order of additions.
+
+**Loading ahead.** A program's loop waits twice per row: for the row's loads, then for its
+reduction (``tl.sum`` across the warps goes through shared memory and a barrier). While it
+reduces, a program that loads only the row it works on has nothing in flight, and with a few
+programs per SM nobody else fills the gap. So the kernel loads row r + 1 before it reduces row r
+(``PREFETCH``): on an H100 at 16k rows that took the backward from 0.83 to 0.96 of copy bandwidth
+at hidden 8192 and from 0.87 to 0.95 at 4096 (``docs/results/*rmsnorm-bwd-variants-2dd71f1.txt``,
+where Triton's own pipelining of the loop, ``tl.range(num_stages=3)``, reached 0.93 and 0.92).
+The forward needs no such thing: one row per program, and many programs per SM to overlap.
 """
 
 from __future__ import annotations
@@ -46,10 +55,10 @@ from kernels.triton_launch import Launcher, cdiv, next_power_of_2
 # accumulator): at 16384 columns and 16 warps that is already 4 x 32 registers a thread; past
 # it they would spill to (slow) local memory, and a kernel that loops over a row would win.
 MAX_COLUMNS = 1 << 14
-# Backward programs per SM on a GPU: more than one, so that while one program waits for its
-# loads another computes; few, so the partial buffer stays small. (Reasoned, not yet timed on a
-# GPU: change it and rerun `python -m course bench rmsnorm` to compare.)
-PROGRAMS_PER_SM = 2
+# Backward programs per SM on a GPU: few, so the partial buffer stays small. With the loads
+# ahead, 1, 2 and 4 were within 1% of each other at hidden 8192 on an H100; at 4096, 4 was the
+# best (0.97 of copy against 0.95 with 2 and 0.83 with 1: shorter rows leave more to overlap)
+PROGRAMS_PER_SM = 4
 INTERPRETER_PROGRAMS = 4  # on a CPU: still several, so the partial-sum buffer has rows to add
 
 
@@ -75,7 +84,7 @@ def rmsnorm_fwd_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_cols, x_row_stride, x_co
 def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, n_rows, n_cols,
                        rows_per_program, dy_row_stride, dy_col_stride, x_row_stride,
                        x_col_stride, w_stride, dx_row_stride, partial_row_stride,
-                       ACC: tl.constexpr, BLOCK: tl.constexpr):
+                       ACC: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -83,11 +92,21 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, n_ro
     dw = tl.zeros((BLOCK,), dtype=ACC)  # this program's part of dweight
     first = pid.to(tl.int64) * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)  # the last group may be short
+    x_at = x_ptr + cols * x_col_stride  # a row's addresses, less the row's offset
+    dy_at = dy_ptr + cols * dy_col_stride
+    if PREFETCH:  # the first row before the loop; each step loads the one after its own
+        x_next = tl.load(x_at + first * x_row_stride, mask=mask, other=0.0)
+        dy_next = tl.load(dy_at + first * dy_row_stride, mask=mask, other=0.0)
     for row in range(first, last):
-        x = tl.load(x_ptr + row * x_row_stride + cols * x_col_stride, mask=mask,
-                    other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + row * dy_row_stride + cols * dy_col_stride, mask=mask,
-                     other=0.0).to(ACC)
+        if PREFETCH:
+            x, dy = x_next.to(ACC), dy_next.to(ACC)
+            ahead = mask & (row + 1 < last)  # the group's last row loads nothing ahead
+            # issued now, awaited next step: in flight while this row is reduced below
+            x_next = tl.load(x_at + (row + 1) * x_row_stride, mask=ahead, other=0.0)
+            dy_next = tl.load(dy_at + (row + 1) * dy_row_stride, mask=ahead, other=0.0)
+        else:
+            x = tl.load(x_at + row * x_row_stride, mask=mask, other=0.0).to(ACC)
+            dy = tl.load(dy_at + row * dy_row_stride, mask=mask, other=0.0).to(ACC)
         rstd = tl.load(rstd_ptr + row)
         x_hat = x * rstd
         g = dy * w
@@ -167,10 +186,11 @@ def forward(x: torch.Tensor, weight: torch.Tensor,
     return y, rstd
 
 
-def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
-             rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor,
+             prefetch: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(dx, dweight)`` from the output gradient ``dy`` (x's shape, any strides) and what the
-    forward saved: x, weight and rstd."""
+    forward saved: x, weight and rstd. ``prefetch=False`` runs the loop without loading ahead,
+    as the exercise's kernel does: to measure what loading ahead buys."""
     rows, cols = x.shape
     dx = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
     if rows == 0 or cols == 0:  # dweight is a sum over no rows: zero
@@ -183,9 +203,10 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         return ((programs,), (rows, cols, rows_per_program, dy.stride(0), dy.stride(1),
                               x.stride(0), x.stride(1), weight.stride(0), dx.stride(0),
                               partial.stride(0)),
-                {"ACC": _acc(x.dtype)[1], "BLOCK": block, **_launch_options(block)})
+                {"ACC": _acc(x.dtype)[1], "BLOCK": block, "PREFETCH": prefetch,
+                 **_launch_options(block)})
 
-    key = (x.shape, x.stride(), dy.stride(), weight.stride())
+    key = (x.shape, x.stride(), dy.stride(), weight.stride(), prefetch)
     _backward_launch(key, (dy, x, weight, rstd, dx, partial), make)
     # the second reduction: (programs, hidden) -> (hidden,), in float32, rounded once
     dweight = torch.empty(cols, dtype=weight.dtype, device=x.device)
