@@ -176,6 +176,19 @@ def test_the_variants_bench_reads_its_targets_from_records():
     assert "382% of copy is impossible" in line and "as expected" not in line
 
 
+def test_short_prefill_is_judged_against_nine_tenths_of_cudnn():
+    from course_utils.results import Record
+    from kernels.attention import bench_variants as bv
+
+    what = "triton short fwd bf16 B=1 H=32 S=512 D=128 causal GPU alone"
+    peer = "SDPA's cuDNN backend, replayed from a CUDA graph, same run"
+    (met,) = bv.verdicts([Record(bv.LESSON, what, 92.0, "TFLOP/s", peer=100.0, peer_what=peer)])
+    (missed,) = bv.verdicts([Record(bv.LESSON, what, 88.0, "TFLOP/s", peer=100.0,
+                                    peer_what=peer)])
+    assert "≥ 0.9×" in met and "0.92×: as expected" in met
+    assert "0.88×: NOT here" in missed
+
+
 def test_the_decode_problem_is_one_query_that_sees_every_key():
     """The bench once timed decoding with causal=True: top-left aligned, one query sees key 0
     alone, so every provider read one key while the label and the byte count said 1 GiB."""
