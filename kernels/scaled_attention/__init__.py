@@ -1,12 +1,12 @@
 """Attention on fp8 (e4m3) inputs with per-block scales: lesson 08, section 7.
 
-``scaled_attention(q8, k8, v8, q_scale, k_scale, v_scale, causal)`` is attention (the
+``scaled_attention(q, k, v, q_scale, k_scale, v_scale, causal)`` is attention (the
 ``attention`` op's shapes and causal convention: query ``i`` sees key ``j <= i``, top-left
-aligned, whatever ``Sq`` and ``Sk`` are) on inputs that :func:`quantize.quantize_qkv` made: ``q8``
-``(B, H, Sq, D)``, ``k8`` and ``v8`` ``(B, H_kv, Sk, D)``, all ``float8_e4m3fn``; each scale
-float32 ``(B, heads, ceil(S / SCALE_BLOCK))``, one per block of 128 rows, so that the real
-``q`` is ``q8 · q_scale`` row block by row block (:func:`quantize.dequantize`). The output is
-``(B, H, Sq, D)`` in bfloat16.
+aligned, whatever ``Sq`` and ``Sk`` are) on inputs that :func:`quantize.quantize_qkv` made: ``q``
+``(B, H, Sq, D)``, ``k`` and ``v`` ``(B, H_kv, Sk, D)``, all ``float8_e4m3fn``; each scale
+float32 ``(B, heads, ceil(S / SCALE_BLOCK))``, one per block of 128 rows, so that the values
+meant are ``q · q_scale`` row block by row block (:func:`quantize.dequantize`). The output is
+``(B, H, Sq, D)`` in bfloat16. (The kernel takes ``H_kv = H`` only; its reason says so.)
 
 Why fp8: Hopper's tensor cores multiply e4m3 at twice the rate of bf16 (≈ 1980 against
 ≈ 990 TFLOP/s dense on an H100), and the inputs are half the bytes. What it costs: e4m3 keeps 3
@@ -36,15 +36,15 @@ DTYPES = (E4M3,)
 SCALES = ("q_scale", "k_scale", "v_scale")
 
 
-def _validate(q8, k8, v8, q_scale, k_scale, v_scale, causal=False) -> None:
-    for name, t in (("q8", q8), ("k8", k8), ("v8", v8)):
+def _validate(q, k, v, q_scale, k_scale, v_scale, causal=False) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
         expect_tensor(OP, name, t, ndim=4)
         if t.dtype != E4M3:
             raise ValueError(f"{OP}: {name} expected float8_e4m3fn (quantize_qkv makes it), "
                              f"got {str(t.dtype).removeprefix('torch.')}")
-    b, _, _, d = q8.shape
-    check_kv(OP, q8, k8, v8, (b, "H_kv", "Sk", d))
-    for name, scale, of in zip(SCALES, (q_scale, k_scale, v_scale), (q8, k8, v8), strict=True):
+    b, _, _, d = q.shape
+    check_kv(OP, q, k, v, (b, "H_kv", "Sk", d))
+    for name, scale, of in zip(SCALES, (q_scale, k_scale, v_scale), (q, k, v), strict=True):
         expect_tensor(OP, name, scale)
         want = (b, of.shape[1], scale_blocks(of.shape[2]))
         if scale.dtype != torch.float32 or tuple(scale.shape) != want:
@@ -52,8 +52,8 @@ def _validate(q8, k8, v8, q_scale, k_scale, v_scale, causal=False) -> None:
                              f"{SCALE_BLOCK} rows of each batch and head), got "
                              f"{str(scale.dtype).removeprefix('torch.')} of shape "
                              f"{tuple(scale.shape)}")
-        if scale.device != q8.device:
-            raise ValueError(f"{OP}: {name} expected the device of q8 ({q8.device}), "
+        if scale.device != q.device:
+            raise ValueError(f"{OP}: {name} expected the device of q ({q.device}), "
                              f"got {scale.device}")
     if not isinstance(causal, bool):
         raise ValueError(f"{OP}: causal expected True or False, got {causal!r}")
@@ -88,8 +88,8 @@ def problem(b, h, sq, sk, d, causal=False, scale=1.0, zero_block=None):
 
 define_op(
     OP,
-    arg_names=("q8", "k8", "v8", *SCALES, "causal"),
-    typed_args=("q8", "k8", "v8"),
+    arg_names=("q", "k", "v", *SCALES, "causal"),
+    typed_args=("q", "k", "v"),
     validate=_validate,
     reference="eager",
     dtypes=DTYPES,
@@ -115,12 +115,12 @@ define_op(
 
 
 @register(OP, "eager", dtypes=DTYPES)
-def scaled_attention_eager(q8, k8, v8, q_scale, k_scale, v_scale,
+def scaled_attention_eager(q, k, v, q_scale, k_scale, v_scale,
                            causal: bool = False) -> torch.Tensor:
     """The definition: Q, K and V dequantised in float64, the attention op's eager formula in
     float64, the output rounded to bfloat16 once."""
-    q, k, v = (dequantize(x8, s) for x8, s in ((q8, q_scale), (k8, k_scale), (v8, v_scale)))
-    return attention_eager(q, k, v, causal).to(torch.bfloat16)
+    meant = [dequantize(x, s) for x, s in ((q, q_scale), (k, k_scale), (v, v_scale))]
+    return attention_eager(*meant, causal).to(torch.bfloat16)
 
 
 # the Triton provider registers itself on import (after the op is defined above)

@@ -3,12 +3,12 @@
 The loop of ``kernels/attention/triton_fwd.py`` (the online softmax in base 2, ``key_range``'s
 unmasked and masked ranges, causal block skipping), with what fp8 changes:
 
-* **both matmuls in e4m3.** ``S = dot(q8, k8ᵀ)`` multiplies fp8 values on the tensor cores and
+* **both matmuls in e4m3.** ``S = dot(q, kᵀ)`` multiplies fp8 values on the tensor cores and
   sums the (exact) products in fp32; ``P V`` takes ``P`` cast to e4m3.
 * **the scales, one multiply per tile.** Every tile lies inside one scale block (the tiles
-  divide ``SCALE_BLOCK``), so ``Q Kᵀ`` of a tile is ``q_scale · k_scale · dot(q8, k8ᵀ)`` with one
+  divide ``SCALE_BLOCK``), so ``Q Kᵀ`` of a tile is ``q_scale · k_scale · dot(q, kᵀ)`` with one
   scale each: the product joins the softmax scale ``log2(e)/√D`` the forward multiplies by
-  anyway. ``P V`` of a key block is ``v_scale · dot(p8, v8)``: one multiply per accumulator
+  anyway. ``P V`` of a key block is ``v_scale · dot(p8, v)``: one multiply per accumulator
   element as the block is added.
 * **P shifted by 2^8 before the cast.** After the max subtraction the weights ``2^(s - m)`` lie
   in ``[0, 1]``, but e4m3's 3 mantissa bits only start at ``2^-6`` (below, steps of ``2^-9``):
@@ -150,29 +150,29 @@ def scaled_attention_fwd_kernel(q_ptr, k_ptr, v_ptr, q_scale_ptr, k_scale_ptr, v
 # -- what a machine and a problem allow ---------------------------------------------------------
 
 
-def reason(q8, k8, v8, q_scale, k_scale, v_scale, causal=False) -> str | None:
+def reason(q, k, v, q_scale, k_scale, v_scale, causal=False) -> str | None:
     """Why this kernel cannot run the (validated) problem here, in plain words (None: it can)."""
-    d = q8.shape[-1]
+    d = q.shape[-1]
     if d not in HEAD_DIMS:
-        return f"head dims {', '.join(map(str, HEAD_DIMS))}; got q8 with D = {d}"
-    if k8.shape[1] != q8.shape[1]:
-        return (f"one K/V head per query head (no grouped-query attention); got q8 with "
-                f"{q8.shape[1]} heads, k8 with {k8.shape[1]}")
-    if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q8, k8)):
-        return "q8 and k8 need the head dim contiguous (stride 1 in the last dimension)"
-    if v8.stride(2) != 1 and v8.shape[2] > 1:
-        return ("v8 must be stored keys-contiguous, a (B, H, D, Sk) buffer viewed as (B, H, Sk, "
+        return f"head dims {', '.join(map(str, HEAD_DIMS))}; got q with D = {d}"
+    if k.shape[1] != q.shape[1]:
+        return (f"one K/V head per query head (no grouped-query attention); got q with "
+                f"{q.shape[1]} heads, k with {k.shape[1]}")
+    if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k)):
+        return "q and k need the head dim contiguous (stride 1 in the last dimension)"
+    if v.stride(2) != 1 and v.shape[2] > 1:
+        return ("v must be stored keys-contiguous, a (B, H, D, Sk) buffer viewed as (B, H, Sk, "
                 "D): fp8 tensor cores read P V's B operand K-major only (quantize_qkv stores V "
-                f"so); got v8 with strides {tuple(v8.stride())}")
+                f"so); got v with strides {tuple(v.stride())}")
     if not all(s.is_contiguous() for s in (q_scale, k_scale, v_scale)):
         return "q_scale, k_scale and v_scale must be contiguous (quantize_qkv makes them so)"
     if env.TRITON_INTERPRET:
-        if q8.is_cuda:
-            return "Triton's interpreter (TRITON_INTERPRET=1) reads CPU tensors; got q8 on cuda"
+        if q.is_cuda:
+            return "Triton's interpreter (TRITON_INTERPRET=1) reads CPU tensors; got q on cuda"
         return None
-    if not q8.is_cuda:
-        return f"compiled Triton reads GPU memory: needs CUDA tensors; got q8 on {q8.device.type}"
-    major, minor = nvrtc.device_capability(q8.get_device())
+    if not q.is_cuda:
+        return f"compiled Triton reads GPU memory: needs CUDA tensors; got q on {q.device.type}"
+    major, minor = nvrtc.device_capability(q.get_device())
     if (major, minor) < (8, 9):
         return f"fp8 tensor cores need sm_89+ (Ada, Hopper); this GPU is sm_{major}{minor}"
     return None
@@ -182,17 +182,17 @@ def config_for(head_dim: int, causal: bool) -> Config:
     return INTERPRETER if env.TRITON_INTERPRET else gpu_config(head_dim, causal)
 
 
-def forward(q8, k8, v8, q_scale, k_scale, v_scale, causal: bool = False, *,
+def forward(q, k, v, q_scale, k_scale, v_scale, causal: bool = False, *,
             config: Config | None = None) -> torch.Tensor:
     """The attention output (B, H, Sq, D) in bfloat16. Inputs are validated and checked by the
     caller (the registry); ``config`` overrides the tile choice (the tuning sweep)."""
-    b, h, seq_q, d = q8.shape
-    seq_k = k8.shape[2]
+    b, h, seq_q, d = q.shape
+    seq_k = k.shape[2]
     c = config or config_for(d, causal)
     if SCALE_BLOCK % c.block_m or SCALE_BLOCK % c.block_n:
         raise ValueError(f"config expected tiles that divide SCALE_BLOCK = {SCALE_BLOCK} (each "
                          f"tile inside one scale block), got {c}")
-    o = torch.empty((b, h, seq_q, d), dtype=torch.bfloat16, device=q8.device)
+    o = torch.empty((b, h, seq_q, d), dtype=torch.bfloat16, device=q.device)
     if o.numel() == 0:
         return o
     if seq_k == 0:  # no keys: the weighted sum of nothing, as the eager reference gives
@@ -202,14 +202,14 @@ def forward(q8, k8, v8, q_scale, k_scale, v_scale, causal: bool = False, *,
         launch = {} if env.TRITON_INTERPRET else {"num_warps": c.num_warps,
                                                   "num_stages": c.num_stages}
         return (cdiv(seq_q, c.block_m), b * h), (
-            *q8.stride(), *k8.stride(), *v8.stride(), *o.stride(), h, seq_q, seq_k,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(), h, seq_q, seq_k,
             LOG2E / math.sqrt(d)), {
             "HEAD_DIM": d, "BLOCK_M": c.block_m, "BLOCK_N": c.block_n,
             "SCALE_BLOCK": SCALE_BLOCK, "CAUSAL": causal, "INTERPRETED": env.TRITON_INTERPRET,
             **launch}
 
-    _launch((q8.shape, k8.shape, q8.stride(), k8.stride(), v8.stride(), causal, c),
-            (q8, k8, v8, q_scale, k_scale, v_scale, o), make)
+    _launch((q.shape, k.shape, q.stride(), k.stride(), v.stride(), causal, c),
+            (q, k, v, q_scale, k_scale, v_scale, o), make)
     return o
 
 
@@ -220,7 +220,7 @@ _launch = Launcher(scaled_attention_fwd_kernel)
 @register("scaled_attention", "triton", dtypes=(E4M3,), needs=("triton",), check=reason,
           meta={"fused": True, "head_dims": HEAD_DIMS, "scale_block": SCALE_BLOCK},
           description="FlashAttention forward in Triton on e4m3 inputs, per-block scales")
-def scaled_attention_triton(q8, k8, v8, q_scale, k_scale, v_scale,
+def scaled_attention_triton(q, k, v, q_scale, k_scale, v_scale,
                             causal: bool = False) -> torch.Tensor:
     """FlashAttention's forward in Triton on e4m3 Q, K, V with per-block scales."""
-    return forward(q8, k8, v8, q_scale, k_scale, v_scale, causal)
+    return forward(q, k, v, q_scale, k_scale, v_scale, causal)
