@@ -296,3 +296,26 @@ def test_a_wrong_kernel_fails_the_checks(tmp_path, name):
         args = (*quantize_qkv(*_originals(b, h, sq, sk, d, scale)), causal)
         found.append(rounding_error(module.forward(*args), *args))
     assert any(found), f"{name}: the rounding bound passed a wrong kernel"
+
+
+# -- the benchmark's bookkeeping (its timing runs on a GPU only) ----------------------------------
+
+
+def test_the_benchmark_judges_fp8_against_our_bf16_forward():
+    from kernels.scaled_attention import bench
+
+    shape, ceilings = (2, 16, 8192, 128), {"fp8": 1400.0, "bf16": 790.0, "copy": 3000.0}
+    for bf16_ms, holds in ((1.6, True), (1.2, False)):
+        ms = {bench.FP8: 1.0, bench.BF16: bf16_ms, bench.CUDNN: 1.1, bench.QUANTIZE: 0.25}
+        found = bench.records(shape, False, ms, ceilings)
+        fp8 = next(r for r in found if r.what.startswith(bench.FP8))
+        assert fp8.value / fp8.peer == pytest.approx(bf16_ms, rel=1e-3)
+        assert fp8.ceiling == 1400.0 and "our bf16 Triton forward" in fp8.peer_what
+        quantised = next(r for r in found if r.what.startswith(bench.QUANTIZE))
+        assert quantised.unit == "GB/s" and quantised.value == pytest.approx(
+            3 * 2 * 16 * 8192 * 128 * 3 / 0.25e-3 / 1e9, rel=1e-3)
+        (line,) = bench.verdicts(found)
+        assert ("as expected" in line) == holds and f"{bf16_ms:.2f}×" in line
+    ms = {bench.FP8: "fp8 tensor cores need sm_89+", bench.BF16: 1.0, bench.CUDNN: 1.0,
+          bench.QUANTIZE: 0.25}
+    assert bench.verdicts(bench.records(shape, True, ms, ceilings)) == []
