@@ -20,6 +20,7 @@ from kernels import (  # noqa: F401
     matmul,
     rmsnorm,
     row_sum,
+    scaled_attention,
     scaled_matmul,
     softmax,
     strided_copy,

@@ -25,6 +25,7 @@ import torch
 import kernels
 from course_utils import env
 from kernels.registry import OPS, Kernel, all_kernels, reference, verify
+from kernels.scaled_attention.quantize import quantize_qkv
 from kernels.scaled_matmul import quantize_operands
 
 DEVICE = env.DEFAULT_DEVICE
@@ -176,6 +177,32 @@ def _scaled_matmul_edges(dtype, device) -> Iterator[Edge]:
     yield "b row-major 32x48x64", (a, b.contiguous(), scale_a, scale_b)
 
 
+def _scaled_attention_edges(dtype, device) -> Iterator[Edge]:
+    """attention's shapes, quantised (V keys-contiguous, as quantize_qkv stores it), and the
+    layouts the fp8 kernel must refuse: V with its head dim contiguous, strided scales."""
+    def qkv(sq, sk, d=64, causal=False):
+        q, k, v = (torch.randn(1, 2, s, d, device=device) for s in (sq, sk, sk))
+        return (*quantize_qkv(q, k, v), causal)
+
+    for causal in (False, True):
+        mask = ", causal" if causal else ""
+        for label, (sq, sk) in (("one key and one query", (1, 1)), ("one key, 9 queries", (9, 1)),
+                                ("one query, 9 keys", (1, 9)), ("no keys", (5, 0)),
+                                ("no queries", (0, 5)), ("ragged 17x33", (17, 33)),
+                                ("more queries than keys 33x17", (33, 17))):
+            yield f"{label}{mask}", qkv(sq, sk, causal=causal)
+    yield "head dim 16", qkv(8, 8, d=16)
+    q8, k8, v8, *scales, causal = qkv(8, 40)
+    yield "(B, S, H, D) views of q8, k8", (q8.transpose(1, 2).contiguous().transpose(1, 2),
+                                            k8.transpose(1, 2).contiguous().transpose(1, 2),
+                                            v8, *scales, causal)
+    yield "v8 head-dim-contiguous", (q8, k8, v8.contiguous(), *scales, causal)
+    yield "misaligned q8[1:]", (_one_element_on(q8), k8, v8, *scales, causal)
+    q_scale, k_scale, v_scale = scales
+    strided = torch.empty(*k_scale.shape[:-1], 2, device=device)[..., ::2]
+    yield "strided k_scale", (q8, k8, v8, q_scale, strided.copy_(k_scale), v_scale, causal)
+
+
 def _rmsnorm_edges(dtype, device) -> Iterator[Edge]:
     """rmsnorm: the row problems of softmax, each with a weight of x's width."""
     for label, (x,) in _rows_edges(dtype, device):
@@ -207,6 +234,7 @@ EDGES: dict[str, Callable[[torch.dtype, str], Iterator[Edge]]] = {
     "rmsnorm": _rmsnorm_edges,
     "strided_copy": _strided_copy_edges, "matmul": _matmul_edges,
     "attention": _attention_edges, "scaled_matmul": _scaled_matmul_edges,
+    "scaled_attention": _scaled_attention_edges,
 }
 
 
