@@ -1,11 +1,13 @@
 """Attention's Q, K and V in fp8 (e4m3) with one float32 scale per block of rows.
 
 e4m3 keeps 3 mantissa bits and holds at most 448, so a tensor is stored as fp8 values ``x8`` and
-scales: ``x ≈ scale · x8``. One scale for a whole tensor lets one outlier token flatten every
-other token to a few fp8 steps; one scale per ``SCALE_BLOCK`` rows (tokens) of each (batch,
-head) confines an outlier's cost to its block, and is what a fused kernel can apply for free:
-each tile of the kernel lies inside one block, so the scale is one number per tile (the tiles
-divide ``SCALE_BLOCK``), multiplied into the fp32 result of a ``tl.dot``.
+scales: ``x ≈ scale · x8``. e4m3 is floating point, so a scale only places its range: 3 bits for
+``|x8|`` from 2^-6 to 448, fewer below (subnormals, steps of 2^-9), zero under 2^-10. With one
+scale for a whole tensor, an outlier token a thousand times larger than the others pushes their
+smallest values below 2^-6, where they lose bits or become 0; one scale per ``SCALE_BLOCK`` rows
+(tokens) of each (batch, head) confines that to the outlier's block, and is what a fused kernel
+applies for free: each tile of the kernel lies inside one block, so the scale is one number per
+tile (the tiles divide ``SCALE_BLOCK``), multiplied into the fp32 result of a ``tl.dot``.
 
 The scale of a block is its largest ``|x|`` over 448 (so that value lands on e4m3's largest),
 never less than :data:`SCALE_FLOOR` (an all-zero block divides by it and stores zeros).
