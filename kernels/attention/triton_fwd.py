@@ -69,6 +69,16 @@ class Config:
 INTERPRETER = Config(32, 32)
 
 
+def check_forward_config(config: Config) -> None:
+    """A forward's tiles: ``block_m`` a multiple of ``block_n``. :func:`key_range` lets the blocks
+    before ``q_start`` run unmasked; with 64 queries a program and 128 keys a step, the first
+    step of queries 64-127 would take keys 64-127 unmasked, some of them later than the query
+    (on an H100 that configuration computed wrong causal outputs): refused, not miscomputed."""
+    if config.block_m % config.block_n:
+        raise ValueError(f"config expected block_m a multiple of block_n (the causal diagonal "
+                         f"falls inside one key block), got {config}")
+
+
 def gpu_config(head_dim: int, dtype: torch.dtype, causal: bool) -> Config:
     """The configuration chosen on the H100 (``python -m kernels.attention.gpu_check`` times ten
     candidates; bf16, B=4, S=4096: D=128 64x64/4 warps 1.12 ms, 128x64/8 warps 1.14 ms,
@@ -320,6 +330,8 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     by the caller (the registry, :mod:`autograd`)."""
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]
+    if config is not None:
+        check_forward_config(config)
     o = torch.empty((b, h, seq_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, seq_q), dtype=torch.float32, device=q.device) if save_lse else None
     if o.numel() == 0:

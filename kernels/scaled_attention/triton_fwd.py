@@ -37,9 +37,9 @@ import triton
 import triton.language as tl
 
 from course_utils import env, nvrtc
-from kernels.attention.triton_fwd import LOG2E, Config, key_range
+from kernels.attention.triton_fwd import LOG2E, Config, check_forward_config, key_range
 from kernels.registry import register
-from kernels.scaled_attention.quantize import E4M3, SCALE_BLOCK
+from kernels.scaled_attention.quantize import E4M3, SCALE_BLOCK, e4m3_grid
 from kernels.triton_launch import Launcher, cdiv
 
 HEAD_DIMS = (32, 64, 128)  # fp8 tensor cores reduce 32 values per instruction: D >= 32
@@ -51,25 +51,15 @@ INTERPRETER = Config(32, 32)
 # Candidates for the H100 (``python -m kernels.scaled_attention.tune`` times them; none has run
 # on a GPU yet). fp8 halves the bytes of a K or V tile, so 128-key tiles fit where bf16 took 64;
 # the two fp32 tiles a program holds (S and acc, 128 x 128 each) need 8 warps' registers.
-CANDIDATES = (Config(128, 128, num_warps=8, num_stages=3), Config(128, 64, num_warps=8,
-              num_stages=3), Config(128, 64, num_warps=4, num_stages=3),
-              Config(64, 128, num_warps=4, num_stages=3))
+CANDIDATES = (Config(128, 128, num_warps=8, num_stages=3), Config(128, 128, num_warps=8,
+              num_stages=2), Config(128, 128, num_warps=8, num_stages=4),
+              Config(128, 128, num_warps=4, num_stages=3), Config(128, 64, num_warps=8,
+              num_stages=3), Config(64, 64, num_warps=4, num_stages=3))
 
 
 def gpu_config(head_dim: int, causal: bool) -> Config:
     """The configuration for a GPU: the first candidate until the H100's sweep picks one."""
     return CANDIDATES[0]
-
-
-@triton.jit
-def e4m3_grid(p):
-    """``p`` (fp32, 0 <= p <= 448) rounded to the nearest e4m3 value, ties to even: 3 mantissa
-    bits from 2^-6 up (round the 20 dropped bits of the fp32 pattern; a carry moves into the
-    exponent, as it should), multiples of 2^-9 below (an fp32 add of 2^14 rounds to them)."""
-    bits = p.to(tl.int32, bitcast=True)
-    bits = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000
-    small = (p + 16384.0) - 16384.0
-    return tl.where(p < 0.015625, small, bits.to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -189,6 +179,7 @@ def forward(q, k, v, q_scale, k_scale, v_scale, causal: bool = False, *,
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]
     c = config or config_for(d, causal)
+    check_forward_config(c)
     if SCALE_BLOCK % c.block_m or SCALE_BLOCK % c.block_n:
         raise ValueError(f"config expected tiles that divide SCALE_BLOCK = {SCALE_BLOCK} (each "
                          f"tile inside one scale block), got {c}")
