@@ -130,7 +130,10 @@ def quantize_blocks_torch(x: torch.Tensor, *, keys_contiguous: bool = False
     tiles = padded.reshape(b, h, n, SCALE_BLOCK, d)
     amax = tiles.abs().amax(dim=(3, 4)).float() if tiles.numel() else tiles.new_zeros(
         (b, h, n), dtype=torch.float32)
-    scale = (amax / E4M3_MAX).clamp_min(SCALE_FLOOR)
+    # divided by a tensor, not by the number 448: PyTorch divides a GPU tensor by a Python number
+    # as a multiplication by its reciprocal, one bit off IEEE's division now and then (on an H100
+    # a few scales in a thousand, and the values of their blocks that lie near a rounding tie)
+    scale = (amax / torch.full_like(amax, E4M3_MAX)).clamp_min(SCALE_FLOOR)
     # x / scale ≤ 448 up to rounding; clamp so that the cast never meets a value past 448 (NaN)
     x8 = (tiles.float() / scale[..., None, None]).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
     x8 = x8.reshape(b, h, n * SCALE_BLOCK, d)[:, :, :s]
