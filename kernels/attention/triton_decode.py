@@ -15,7 +15,8 @@ two things:
 * **Too few programs.** ``B · H_kv`` programs (64 for B = 8, H_kv = 8) would each walk all
   ``Sk`` keys, on a GPU of 132 SMs. **Split-KV** cuts the keys into ``splits`` ranges, one
   program each; every program writes its partial output (normalised) and log-sum-exp, and
-  :func:`combine_kernel` merges the ranges with the online softmax's rule:
+  :func:`combine_kernel` merges the ranges (:func:`combine_splits`) by the online softmax's
+  rule:
   ``lse = log2 Σ_s 2^lse_s``, ``O = Σ_s 2^(lse_s − lse) · O_s``.
 
 The result is what :func:`triton_fwd.forward` returns (``O`` and ``lse2`` in the same layouts),
@@ -140,26 +141,40 @@ def packed_fwd_kernel(q_ptr, k_ptr, v_ptr, part_o_ptr, part_lse_ptr,
 
 
 @triton.jit
+def combine_splits(part_o_ptr, part_lse_ptr, row, splits, rows_total, HEAD_DIM: tl.constexpr,
+                   BLOCK_S: tl.constexpr):
+    """Query row ``row``'s output and base-2 log-sum-exp, merged from its ``splits`` partial
+    results (split s: ``O_s`` at ``(s·rows_total + row)·HEAD_DIM``, ``lse_s`` at
+    ``s·rows_total + row``): ``lse = log2 Σ 2^lse_s``, ``O = Σ 2^(lse_s − lse)·O_s``."""
+    s = tl.arange(0, BLOCK_S)
+    dims = tl.arange(0, HEAD_DIM)
+    # the lanes past the last split (BLOCK_S is a power of 2) weigh 2^-inf = 0
+    lse = tl.load(part_lse_ptr + s * rows_total + row, mask=s < splits, other=float("-inf"))
+    m = tl.max(lse, 0)  # subtracted before exp2: lse_s may be far outside float32's exponents
+    m_sub = tl.where(m == float("-inf"), 0.0, m)  # every split empty: weights 0, not NaN
+    w = tl.math.exp2(lse - m_sub)
+    total = tl.sum(w, 0)
+    total = tl.where(total == 0.0, 1.0, total)  # and then O = 0, lse = -inf
+    part = tl.load(part_o_ptr + (s[:, None] * rows_total + row) * HEAD_DIM + dims[None, :],
+                   mask=(s < splits)[:, None], other=0.0)
+    o = tl.sum(w[:, None] * part, 0) / total
+    return o, m + tl.math.log2(total)
+
+
+@triton.jit
 def combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, lse_ptr, n_heads, seq_q, splits, rows_total,
                    sob, soh, sos, sod, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
     """One program per query row: merge its ``splits`` partial outputs by their log-sum-exps."""
     row = tl.program_id(0).to(tl.int64)  # (b·H + h)·Sq + i
-    s = tl.arange(0, BLOCK_S)
-    dims = tl.arange(0, HEAD_DIM)
-    lse = tl.load(part_lse_ptr + s * rows_total + row, mask=s < splits, other=float("-inf"))
-    m = tl.max(lse, 0)
-    m_sub = tl.where(m == float("-inf"), 0.0, m)  # every split empty: weights 0, not NaN
-    w = tl.math.exp2(lse - m_sub)
-    total = tl.sum(w, 0)
-    part = tl.load(part_o_ptr + (s[:, None] * rows_total + row) * HEAD_DIM + dims[None, :],
-                   mask=(s < splits)[:, None], other=0.0)
-    o = tl.sum(w[:, None] * part, 0) / tl.where(total == 0.0, 1.0, total)
+    o, lse = combine_splits(part_o_ptr, part_lse_ptr, row, splits, rows_total, HEAD_DIM,
+                            BLOCK_S)
     bh = row // seq_q
     i = row % seq_q
     b = bh // n_heads
     h = bh % n_heads
+    dims = tl.arange(0, HEAD_DIM)
     tl.store(o_ptr + b * sob + h * soh + i * sos + dims * sod, o.to(o_ptr.dtype.element_ty))
-    tl.store(lse_ptr + row, m + tl.math.log2(tl.where(total == 0.0, 1.0, total)))
+    tl.store(lse_ptr + row, lse)
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
