@@ -133,6 +133,12 @@ def _matmul_edges(dtype, device) -> Iterator[Edge]:
     yield "misaligned b[1:] 32x48x64", (a, _one_element_on(b.t()).t())
 
 
+# (label, (Sq, Sk)): the sequence lengths every attention op must take, causal and not
+ATTENTION_LENGTHS = (("one key and one query", (1, 1)), ("one key, 9 queries", (9, 1)),
+                     ("one query, 9 keys", (1, 9)), ("no keys", (5, 0)), ("no queries", (0, 5)),
+                     ("ragged 17x33", (17, 33)), ("more queries than keys 33x17", (33, 17)))
+
+
 def _attention_edges(dtype, device) -> Iterator[Edge]:
     def qkv(sq, sk, d=64, b=1, h=2, causal=False):
         q = _rand((b, h, sq, d), dtype, device)
@@ -141,10 +147,7 @@ def _attention_edges(dtype, device) -> Iterator[Edge]:
 
     for causal in (False, True):
         mask = ", causal" if causal else ""
-        for label, (sq, sk) in (("one key and one query", (1, 1)), ("one key, 9 queries", (9, 1)),
-                                ("one query, 9 keys", (1, 9)), ("no keys", (5, 0)),
-                                ("no queries", (0, 5)), ("ragged 17x33", (17, 33)),
-                                ("more queries than keys 33x17", (33, 17))):
+        for label, (sq, sk) in ATTENTION_LENGTHS:
             yield f"{label}{mask}", qkv(sq, sk, causal=causal)
     yield "head dim 24", qkv(8, 8, d=24)
     q, k, v, _ = qkv(8, 8)
@@ -186,10 +189,7 @@ def _scaled_attention_edges(dtype, device) -> Iterator[Edge]:
 
     for causal in (False, True):
         mask = ", causal" if causal else ""
-        for label, (sq, sk) in (("one key and one query", (1, 1)), ("one key, 9 queries", (9, 1)),
-                                ("one query, 9 keys", (1, 9)), ("no keys", (5, 0)),
-                                ("no queries", (0, 5)), ("ragged 17x33", (17, 33)),
-                                ("more queries than keys 33x17", (33, 17))):
+        for label, (sq, sk) in ATTENTION_LENGTHS:
             yield f"{label}{mask}", qkv(sq, sk, causal=causal)
     yield "head dim 16", qkv(8, 8, d=16)
     q8, k8, v8, *scales, causal = qkv(8, 40)
