@@ -224,3 +224,25 @@ def test_the_bench_times_each_pass_as_a_caller_runs_it():
     assert [(r["kernel"], r["pass"]) for r in rows] == [
         (k, p) for k in ("triton", bench.PEER) for p in bench.DIRECTIONS]
     assert copy > 0 and all(r["GB/s"] > 0 and r["of copy"] > 0 for r in rows)
+
+
+def test_the_deep_passes_differentiate_the_whole_stack():
+    """(any machine) The ``-deep`` passes run ``DEPTH`` layers in a row, each with its own
+    weight: their gradients are those of the stack (float64 eager autograd), so the time the
+    bench divides by ``DEPTH`` is every layer's forward and backward, none skipped."""
+    from kernels.rmsnorm import bench
+
+    x = torch.randn(8, 48, device=DEVICE, dtype=torch.float64).requires_grad_()
+    w = (1 + 0.1 * torch.randn(48, device=DEVICE, dtype=torch.float64)).requires_grad_()
+    dy = torch.randn(8, 48, device=DEVICE, dtype=torch.float64)
+    fn = kernels.get_kernel("rmsnorm", "triton")
+    eager = kernels.get_kernel("rmsnorm", "eager")
+    weights = [w.detach().clone().requires_grad_() for _ in range(bench.DEPTH)]
+    exact = torch.autograd.grad(bench._layers(eager, x, weights), (x, *weights), dy)
+    backward, make_graph = bench._deep_backward(fn, x, w, dy)
+    both, none = bench._deep_forward_backward(fn, x, w, dy)
+    assert none is None
+    for grads in (backward(*make_graph()), both()):
+        assert len(grads) == 1 + bench.DEPTH  # dx and one dweight per layer
+        for got, want in zip(grads, exact, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)

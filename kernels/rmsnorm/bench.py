@@ -11,6 +11,13 @@ bandwidth on the same bytes, measured in the same run:
 * forward + backward: the forward, then read dy and x again, write dx (and dweight, once):
   ``5·R·H`` elements. (x is read twice: between the two passes runs the rest of the network.)
 
+A call alone leaves the GPU idle while the host works: autograd hands the backward to a thread
+of its own and a Python ``autograd.Function`` takes the GIL there, about as long as the kernels
+take at 4096 features (``docs/results/*rmsnorm-autograd*``). In a model that host time runs
+while the layers queued before keep the GPU busy. The ``-deep`` passes measure that: the same
+op ``DEPTH`` times in a row, each layer with its own weight and the next layer's input its
+output, timed as one call and divided by ``DEPTH`` (the bytes per layer are the single call's).
+
 The peer is PyTorch's own fused ``F.rms_norm``; Liger-Kernel's Triton RMSNorm joins as another
 peer row where ``liger_kernel`` is installed (it is not a course requirement).
 
@@ -34,7 +41,9 @@ HIDDEN = (4096, 8192)
 GPU_ROWS = 16384
 CPU_ROWS = 64  # the Triton kernel runs in the interpreter there: keep it small
 PEER = "F.rms_norm"
-DIRECTIONS = ("forward", "backward", "forward+backward")
+DIRECTIONS = ("forward", "backward", "forward+backward", "backward-deep",
+              "forward+backward-deep")
+DEPTH = 8  # layers in a row for the -deep passes: the host's share spread over 8 kernels' time
 
 
 def _liger() -> tuple[object | None, str]:
@@ -94,10 +103,41 @@ def _forward_backward(fn, x, w, dy):
     return call, None
 
 
+def _layers(fn, x, weights):
+    """``DEPTH`` layers of ``fn`` in a row, each with its weight: what a model's stack does."""
+    y = x
+    for w in weights:
+        y = fn(y, w, EPS)
+    return y
+
+
+def _deep_backward(fn, x, w, dy):
+    """(call, setup) of the backward of ``DEPTH`` layers: the setup runs their forwards, the
+    call is autograd's backward through all of them (each layer's weight gets its gradient)."""
+    weights = [w.detach().clone().requires_grad_() for _ in range(DEPTH)]
+
+    def setup():
+        return (_layers(fn, x, weights),)
+
+    def call(y):
+        return torch.autograd.grad(y, (x, *weights), dy)
+    return call, setup
+
+
+def _deep_forward_backward(fn, x, w, dy):
+    """(call, setup) of the forwards and the backward of ``DEPTH`` layers, one training step's
+    share of them."""
+    weights = [w.detach().clone().requires_grad_() for _ in range(DEPTH)]
+
+    def call():
+        return torch.autograd.grad(_layers(fn, x, weights), (x, *weights), dy)
+    return call, None
+
+
 def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None = None,
             device: str | None = None, names: list[str] | None = None,
             min_time_s: float = 0.2) -> tuple[float, list[dict]]:
-    """Time every provider on a (rows x hidden) problem, forward and forward + backward.
+    """Time every provider on a (rows x hidden) problem in every pass of ``DIRECTIONS``.
 
     Returns (copy bandwidth in GB/s, one row per provider and direction with ms, GB/s,
     "of copy", "vs F.rms_norm" (its time ÷ this one's), or the reason it did not run)."""
@@ -110,7 +150,9 @@ def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None =
     moved = {"forward": (2 * rows + 1) * hidden * size,
              "backward": (3 * rows + 2) * hidden * size,
              "forward+backward": (5 * rows + 2) * hidden * size}
-    timed = {"forward": _forward, "backward": _backward, "forward+backward": _forward_backward}
+    moved.update({f"{d}-deep": moved[d] for d in ("backward", "forward+backward")})  # per layer
+    timed = {"forward": _forward, "backward": _backward, "forward+backward": _forward_backward,
+             "backward-deep": _deep_backward, "forward+backward-deep": _deep_forward_backward}
     copy = timing.copy_bandwidth(rows * hidden * size, device=device, min_time_s=min_time_s)
     table = []
     for label, fn, reason in candidates(x, w, names):
@@ -121,6 +163,7 @@ def measure(hidden: int, dtype: torch.dtype = torch.bfloat16, rows: int | None =
                 call, setup = timed[direction](fn, x, w, dy)
                 ms = timing.benchmark(call, name=f"rmsnorm {label} {direction}", device=device,
                                       min_time_s=min_time_s, setup=setup).median
+                ms /= DEPTH if direction.endswith("-deep") else 1  # per layer
                 gbs = timing.gbps(moved[direction], ms)
                 row.update({"ms": ms, "GB/s": gbs, "of copy": gbs / copy})
             table.append(row)
