@@ -204,15 +204,14 @@ HOST_SIDE = ("the host, not the kernel: the same forward was timed at 1.02 and 1
              "4096 and 8192 at e5bced5 (docs/results/nvidia-h100-80gb-hbm3-rmsnorm-bench-"
              "e5bced5.log) and at 0.65 at 4096 at 506ae76, the kernel unchanged: a registered "
              "call's host time drifts between processes on one box (lesson 09's overhead table)")
-HOST_BOUND = ("the host: called directly, without autograd, the backward's two kernels move "
-              "their bytes at 0.89 (4096) and 0.92 (8192) of copy, the loaded-ahead kernel alone "
-              "at 0.95-0.97 (docs/results/nvidia-h100-80gb-hbm3-rmsnorm-bwd-course-919e1e5.txt); "
-              "through autograd a Python Function's backward waits for the host: a forward + "
-              "backward of a tiny problem took 274 µs of host time on the H100 box (169 with the "
-              "backward on the calling thread) against F.rms_norm's 147 "
-              "(docs/results/nvidia-h100-80gb-hbm3-host-probe-3024be9.txt), as long as the "
-              "kernels take at 4096; the backward alone follows a fresh forward, whose 0.1-0.2 ms "
-              "of GPU work is all that can hide it")
+HOST_BOUND = ("the host: the same backward 8 layers deep, where autograd's host time runs behind "
+              "the layers queued before as in a model, moved 0.87 (4096) and 0.89 (8192) of copy "
+              "at 5327248, and F.rms_norm's own backward alone 0.42 and 0.40 "
+              "(docs/results/nvidia-h100-80gb-hbm3-rmsnorm-bench-5327248.log); alone, a call "
+              "follows a fresh forward whose 0.1-0.2 ms of GPU work is all that hides autograd's "
+              "hand-over to its device thread and the Python backward (a tiny forward + backward: "
+              "274 µs of host time against F.rms_norm's 147, docs/results/nvidia-h100-80gb-hbm3-"
+              "host-probe-3024be9.txt)")
 
 
 def _why_missed(direction: str, hidden: int) -> str:
