@@ -173,21 +173,24 @@ def _loaded(s: Step, dtype: torch.dtype, d: int, device: int, timeline: bool) ->
     return nvrtc.load(compile_step(s, dtype, d, timeline=timeline), device)
 
 
-_NO_TIMELINE = ctypes.c_void_p(0)
+_NO_POINTER = ctypes.c_void_p(0)  # nullptr: no timeline, no lse
 
 
 def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+           out: torch.Tensor, timeline: torch.Tensor | None = None,
+           lse: torch.Tensor | None = None) -> None:
     """Launch on already-checked inputs (Sq > 0); ``out`` like ``q``. ``timeline``: a zeroed
-    int64 buffer for a TIMELINE build (timeline.py)."""
+    int64 buffer for a TIMELINE build (timeline.py). ``lse``: a float32 (B, H, Sq) tensor that
+    gets each query's log-sum-exp in base 2 (what the backward needs; None: not stored)."""
     s = step(s)
     b, h, sq, d = q.shape
     sk = k.shape[2]
     kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
     maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), s.bn, "k"),
             tma.encode(v.view(-1, d), s.bn, "v")]
-    kernel(*maps, out, sq, sk, int(causal), LOG2E / math.sqrt(d),
-           _NO_TIMELINE if timeline is None else timeline,
+    kernel(*maps, out, _NO_POINTER if lse is None else lse, sq, sk, int(causal),
+           LOG2E / math.sqrt(d),
+           _NO_POINTER if timeline is None else timeline,
            grid=s.grid(b * h, sq), block=s.threads, shared_mem=s.shared_bytes(d))
 
 
