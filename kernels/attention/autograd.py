@@ -37,12 +37,13 @@ def _scale(exact: torch.Tensor, largest: torch.Tensor) -> torch.Tensor:
     return top if top > ZERO * largest else largest.clamp_min(1e-30)
 
 
-def gradient_errors(q, k, v, causal: bool = False,
-                    window: int | None = None) -> dict[str, dict[str, float]]:
+def gradient_errors(q, k, v, causal: bool = False, window: int | None = None, *,
+                    fns: dict | None = None) -> dict[str, dict[str, float]]:
     """How far Triton's and SDPA's output and gradients are from float64 eager autograd:
     ``{"triton": {"O": err, "dQ": ...}, "sdpa": {...}}``, each the largest absolute error
     relative to the largest exact value (see :func:`_scale` for a result that is exactly 0;
-    SDPA: its flash, memory-efficient or math backend)."""
+    SDPA: its flash, memory-efficient or math backend). ``fns``: ``{name: attention
+    function}`` measured in Triton's place (the Hopper backward's checks pass theirs)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -65,7 +66,7 @@ def gradient_errors(q, k, v, causal: bool = False,
 
     largest = max(t.abs().max() for t in exact.values())
     found = {}
-    for name, fn in (("triton", attention), ("sdpa", sdpa)):
+    for name, fn in {**(fns or {"triton": attention}), "sdpa": sdpa}.items():
         got = gradients(fn, q, k, v, causal, do, window)
         found[name] = {key: ((got[key].double() - exact[key]).abs().max()
                              / _scale(exact[key], largest)).item() for key in got}

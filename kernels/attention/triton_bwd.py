@@ -289,7 +289,7 @@ def backward(q, k, v, o, lse, do, causal: bool, window: int | None = None, *,
         return dq.zero_(), dk.zero_(), dv.zero_()
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), o.stride(), do.stride(),
            causal, window, configs)
-    delta = torch.empty_like(lse)
+    delta = delta_of(o, do)
 
     def common():  # what the dK/dV and dQ launches share (called once per problem)
         sm_scale = 1.0 / math.sqrt(d)
@@ -302,11 +302,6 @@ def backward(q, k, v, o, lse, do, causal: bool, window: int | None = None, *,
 
     # each launch's grid and arguments are worked out on the first call of a problem (the key
     # holds every shape, stride and flag they are computed from; kernels/triton_launch.py)
-    def delta_plan():
-        block = 64 if d <= 64 else 32
-        return ((cdiv(seq_q, block), b * h), (*o.stride(), *do.stride(), h, seq_q),
-                {"HEAD_DIM": d, "BLOCK_M": block})
-
     def dkdv_plan():
         kv_cfg, _, scalars, flags = common()
         return ((cdiv(seq_k, kv_cfg.block_n), b * kv_heads),
@@ -323,10 +318,24 @@ def backward(q, k, v, o, lse, do, causal: bool, window: int | None = None, *,
                 {"BLOCK_M": q_cfg.block_m, "BLOCK_N": q_cfg.block_n, **flags,
                  **_options(q_cfg)})
 
-    _delta_launch(key, (o, do, delta), delta_plan)
     _dkdv_launch(key, (q, k, v, do, lse, delta, dk, dv), dkdv_plan)
     _dq_launch(key, (q, k, v, do, lse, delta, dq), dq_plan)
     return dq, dk, dv
+
+
+def delta_of(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
+    """``Δ = Σ_d O ∘ dO`` per query, float32 (B, H, Sq): :func:`delta_kernel`, the first launch
+    of every backward (this one's and the Hopper backward's, ``hopper/bwd.py``)."""
+    b, h, seq_q, d = o.shape
+    delta = torch.empty((b, h, seq_q), dtype=torch.float32, device=o.device)
+
+    def plan():
+        block = 64 if d <= 64 else 32
+        return ((cdiv(seq_q, block), b * h), (*o.stride(), *do.stride(), h, seq_q),
+                {"HEAD_DIM": d, "BLOCK_M": block})
+
+    _delta_launch((o.shape, o.stride(), do.stride()), (o, do, delta), plan)
+    return delta
 
 
 def _options(c: Config) -> dict:

@@ -4,14 +4,17 @@
 * ``attention.cuh``: what it adds to lesson 07's ``hopper.cuh`` (``wgmma`` with A in registers,
   the descriptor of an MN-major tile, m64n64, named barriers for the ping-pong);
 * :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching, registration;
+* ``attention_bwd.cu`` and :mod:`~kernels.attention.hopper.bwd`: the backward (a dK/dV kernel
+  and a dQ kernel from the forward's two ``wgmma`` forms) and the autograd Function that makes
+  ``("attention", "wgmma")`` differentiable; ``gpu_check_bwd.py`` checks and times it on a GPU;
 * :mod:`~kernels.attention.hopper.timeline`: the kernel's in-kernel timeline, drawn with lesson
   07's Gantt chart (softmax and the ping-pong's turns added);
 * :mod:`~kernels.attention.hopper.targets`: its target against SDPA's cuDNN backend, read from
   ``make bench``'s records, and its timelines saved for CPU students;
 * ``gpu_run.py``: one GPU session (checks, timings, timeline, Nsight Compute) into a folder.
 
-Importing registers ``("attention", "wgmma")`` (the last step) and ``("attention", "wgmma",
-"step<N>")``; nothing is compiled until a kernel is first called.
+Importing registers ``("attention", "wgmma")`` (the last step, with the backward) and
+``("attention", "wgmma", "step<N>")``; nothing is compiled until a kernel is first called.
 """
 
 from kernels.attention.hopper import fwd

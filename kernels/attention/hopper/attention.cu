@@ -50,30 +50,14 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 // ==== kernel: everything above this line is replaced by the generated header ====
 
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma, timeline
-#include <cuda/std/limits>
 #include "attention.cuh"                   // wgmma with A in registers, V's descriptor, turns
-
-constexpr float INF = cuda::std::numeric_limits<float>::infinity();
-
-__device__ __forceinline__ float exp2_approx(float x) {  // one MUFU.EX2; exp2(-inf) = 0
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ float quad_max(float x) {  // the 4 threads that share a row
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 
 template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG>
 __global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
               const __grid_constant__ CUtensorMap tma_v, out_t* __restrict__ out,
-              int sq, int sk, int causal, float scale_log2, u64* timeline) {
+              float* __restrict__ lse, int sq, int sk, int causal, float scale_log2,
+              u64* timeline) {
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(!PINGPONG || (CONSUMERS == 2 && OVERLAP), "the ping-pong takes turns of step 3");
@@ -314,6 +298,9 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     }
 
     // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
+    // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
+    // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
+    // from it (attention_bwd.cu). One thread of the four that share a row writes it.
     fence_registers(o);
     const u64 t0 = now();
     float inv[2];
@@ -321,6 +308,9 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     for (int h = 0; h < 2; ++h) {
         const float l = quad_sum(l_run[h]);
         inv[h] = l > 0.f ? 1.f / l : 0.f;
+        if (lse != nullptr && lane % 4 == 0 && row + 8 * h < sq) {
+            lse[i64(bh) * sq + row + 8 * h] = m_run[h] + log2f(l);
+        }
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= inv[(i / 2) % 2];

@@ -1,9 +1,11 @@
 // What the attention forward needs beyond lesson 07's primitives (hopper.cuh, included first by
 // attention.cu): wgmma with A from REGISTERS (P never goes to shared memory), the descriptor of
 // an MN-major tile (V is read as [keys, D] with D contiguous), N = 64 for D = 64, named barriers
-// between two warpgroups (the ping-pong), and the extra timeline kinds. Each would sit in
-// hopper.cuh's sections 1, 3 and 6 if lesson 07 needed it.
+// between two warpgroups (the ping-pong), the extra timeline kinds, and (section 7) the softmax's
+// arithmetic. Each would sit in hopper.cuh's sections 1, 3 and 6 if lesson 07 needed it. The
+// backward (attention_bwd.cu) is built from the same pieces.
 #pragma once
+#include <cuda/std/limits>
 
 // ---- 3b. the MN-major descriptor: V as the B operand of O += P V ---------------------------
 // For PV the reduction runs over keys (K = keys) and N = D. V's rows are keys with D
@@ -108,3 +110,20 @@ __device__ __forceinline__ void turn_pass(int consumer) {
 
 // ---- 6b. the timeline's extra kinds (kernels/attention/hopper/timeline.py draws them) ---------
 enum AttentionKind : u32 { SOFTMAX = 6, WAIT_TURN = 7 };
+
+// ---- 7. the softmax's arithmetic ---------------------------------------------------------------
+constexpr float INF = cuda::std::numeric_limits<float>::infinity();
+
+__device__ __forceinline__ float exp2_approx(float x) {  // one MUFU.EX2; exp2(-inf) = 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float quad_max(float x) {  // the 4 threads that share a row
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}

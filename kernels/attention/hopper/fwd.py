@@ -9,8 +9,9 @@ cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesso
 
 Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H, Sk, D),
 contiguous, bf16 or fp16, D = 64 or 128; the output is (B, H, Sq, D) in their dtype.
-Registered as ``("attention", "wgmma")`` (the last step) and ``("attention", "wgmma",
-"step<N>")`` for the others; ``supports()`` says in plain words what a problem or GPU lacks.
+Registered as ``("attention", "wgmma")`` (the last step, differentiable: ``bwd.py`` adds the
+backward) and ``("attention", "wgmma", "step<N>")`` for the others; ``supports()`` says in
+plain words what a problem or GPU lacks.
 """
 
 from __future__ import annotations
@@ -173,21 +174,24 @@ def _loaded(s: Step, dtype: torch.dtype, d: int, device: int, timeline: bool) ->
     return nvrtc.load(compile_step(s, dtype, d, timeline=timeline), device)
 
 
-_NO_TIMELINE = ctypes.c_void_p(0)
+_NO_POINTER = ctypes.c_void_p(0)  # nullptr: no timeline, no lse
 
 
 def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-           out: torch.Tensor, timeline: torch.Tensor | None = None) -> None:
+           out: torch.Tensor, timeline: torch.Tensor | None = None,
+           lse: torch.Tensor | None = None) -> None:
     """Launch on already-checked inputs (Sq > 0); ``out`` like ``q``. ``timeline``: a zeroed
-    int64 buffer for a TIMELINE build (timeline.py)."""
+    int64 buffer for a TIMELINE build (timeline.py). ``lse``: a float32 (B, H, Sq) tensor that
+    gets each query's log-sum-exp in base 2 (what the backward needs; None: not stored)."""
     s = step(s)
     b, h, sq, d = q.shape
     sk = k.shape[2]
     kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
     maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), s.bn, "k"),
             tma.encode(v.view(-1, d), s.bn, "v")]
-    kernel(*maps, out, sq, sk, int(causal), LOG2E / math.sqrt(d),
-           _NO_TIMELINE if timeline is None else timeline,
+    kernel(*maps, out, _NO_POINTER if lse is None else lse, sq, sk, int(causal),
+           LOG2E / math.sqrt(d),
+           _NO_POINTER if timeline is None else timeline,
            grid=s.grid(b * h, sq), block=s.threads, shared_mem=s.shared_bytes(d))
 
 
@@ -212,21 +216,30 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     return _run(q, k, v, causal, s=s)
 
 
+def _differentiable():
+    from kernels.attention.hopper import bwd  # (bwd imports this module)
+
+    return bwd.differentiable
+
+
 def register_all() -> list:
-    """``("attention", "wgmma")``: the last step; ``("attention", "wgmma", "step<N>")``: the
-    others, so each joins the matrix test, the sanitizer and the lesson's tables."""
+    """``("attention", "wgmma")``: the last step, differentiable with the Hopper backward
+    (``bwd.py``); ``("attention", "wgmma", "step<N>")``: the others, forward only, so each
+    joins the matrix test, the sanitizer and the lesson's tables."""
     from kernels.registry import register
 
     registered = []
     for s in STEPS.values():
+        trains = {"backward": "kernels/attention/hopper/attention_bwd.cu"} if s is BEST else {}
         registered.append(register(
             "attention", "wgmma", None if s is BEST else s.name,
-            build=lambda _s=s: functools.partial(_run, s=_s),
+            build=_differentiable if s is BEST else lambda _s=s: functools.partial(_run, s=_s),
             dtypes=tuple(DTYPES), devices=("cuda",), contiguous=True,
             needs=("cuda", "nvrtc"), min_capability=(9, 0), check=reason,
             meta={"fused": True, "head_dims": HEAD_DIMS, "step": s.number, "idea": s.idea,
                   "block": (s.block_m, s.bn), "stages": s.stages, "consumers": s.consumers,
                   "source": "kernels/attention/hopper/attention.cu",
-                  "kernel": s.template(128)},
-            description=f"Hopper forward (TMA, wgmma) {s.name}: {s.idea}"))
+                  "kernel": s.template(128), **trains},
+            description=f"Hopper forward (TMA, wgmma) {s.name}: {s.idea}"
+                        + (", and its backward (dK/dV, dQ)" if trains else "")))
     return registered

@@ -5,7 +5,8 @@ registry's small cases (``kernels.sanitize.workload``, the same as ``make saniti
 
 The cases have ragged sequence lengths (77, 130, 97 keys: TMA's zero fill and the tail mask),
 causal and cross shapes, and several key tiles, so every ring slot is reused and its barriers
-change phase.
+change phase. Then the backward (``attention_bwd.cu``'s two kernels) runs on the same cases
+through ``("attention", "wgmma")``'s autograd, one status line for it.
 """
 
 import os
@@ -15,10 +16,32 @@ from course_utils import sanitizer
 from kernels import sanitize
 
 
+def backward_workload() -> int:
+    """Forward + backward of ``("attention", "wgmma")`` on its small cases; 1 if one failed."""
+    import torch
+
+    kernel = next(k for k in sanitize.cuda_kernels(["attention/wgmma"]) if k.variant is None)
+    ran, where = 0, "making the inputs"
+    try:
+        for case, dtype, args in sanitize.small_cases(kernel, "cuda"):
+            if kernel.supports(*args) is None:
+                where = f"{case.label} {str(dtype).removeprefix('torch.')}"
+                q, k, v = (t.detach().clone().requires_grad_() for t in args[:3])
+                kernel(q, k, v, *args[3:]).backward(torch.randn_like(q))
+                torch.cuda.synchronize()
+                ran += 1
+    except Exception as err:
+        print(f"{sanitize.MARK} {kernel.name} backward | failed on {where}: "
+              f"{type(err).__name__}: {str(err).strip()[:200]}", flush=True)
+        return 1
+    print(f"{sanitize.MARK} {kernel.name} backward | ran {ran} cases", flush=True)
+    return 0
+
+
 def main() -> int:
     os.environ.setdefault(sanitizer.VARIABLE, "by hand")  # the barrier waits' longer limit
     names = [k.name for k in sanitize.cuda_kernels(["attention/wgmma"])]
-    return sanitize.workload(names)
+    return sanitize.workload(names) | backward_workload()
 
 
 if __name__ == "__main__":
