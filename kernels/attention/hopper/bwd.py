@@ -41,8 +41,10 @@ class Config:
     """The ring depths and the dQ kernel's consumer warpgroups (the tiles are fixed by the
     registers: attention_bwd.cu's header)."""
 
+    # the defaults: the fastest of the 12 the H100 swept at S 4096, D 128, causal and not
+    # (`gpu_check_bwd --only tune`; docs/results/nvidia-h100-80gb-hbm3-hopper-bwd-tune-cb58732.log)
     dkdv_stages: int = 2  # slots of (Q tile, dO tile)
-    dq_stages: int = 2  # slots of (K tile, V tile)
+    dq_stages: int = 4  # slots of (K tile, V tile)
     dq_consumers: int = 2  # warpgroups of 64 queries each
 
     def template(self, kernel: str, d: int) -> str:
