@@ -66,10 +66,10 @@ def _nvrtc(sources: list | None = None) -> str:
 
 
 def _tensor_core_kernels() -> str:
-    """Lessons 05-08 compile one program per variant and configuration: every mma.sync
+    """Lessons 05-07 and 12 compile one program per variant and configuration: every mma.sync
     variant at its default tiles, what lessons 05 and 06's cells compile (the steps' census;
     mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
-    build (sm_90a), and lesson 08's Hopper attention steps."""
+    build (sm_90a), and lesson 12's Hopper attention steps."""
     from kernels.attention.hopper import fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma

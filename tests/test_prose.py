@@ -2,7 +2,7 @@
 
 * every "lesson NN", "notebook NN", "appendix A1", "section N" and "step N" in the notebooks'
   markdown, in docs/teaching.md and in README.md names a notebook, a numbered section and a step
-  that exist (a section of the lesson the sentence is about; a step of 05's, 07's or 08's
+  that exist (a section of the lesson the sentence is about; a step of 05's, 07's or 12's
   staircase);
 * docs/teaching.md has a "### NN" section for every notebook that names each of its current
   "## N · Title" sections;
@@ -82,14 +82,14 @@ def title(key: str) -> str:
 @cache
 def staircases() -> dict[str, set[int]]:
     """The step numbers that exist, per lesson: 05's steps (and step 13, the full kernel its
-    staircase ends with), 07's `wgmma.cu` steps, 08's Hopper forward steps."""
+    staircase ends with), 07's `wgmma.cu` steps, 12's Hopper forward steps."""
     from kernels.attention.hopper import fwd
     from kernels.matmul import bench_steps, steps
     from kernels.matmul.hopper import wgmma
 
     five = {int(v.split("_")[0]) for v in steps.STEPS} | {
         int(bench_steps.FULL_KERNEL.split("_")[0])}
-    return {"05": five, "07": set(wgmma.STEPS), "08": set(fwd.STEPS)}
+    return {"05": five, "07": set(wgmma.STEPS), "12": set(fwd.STEPS)}
 
 
 # -- references -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Lesson 08's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
+"""Lesson 12's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
 
 * ``attention.cu``: the kernel, one template whose flags make the four steps;
 * ``attention.cuh``: what it adds to lesson 07's ``hopper.cuh`` (``wgmma`` with A in registers,

@@ -1,5 +1,6 @@
-"""The Hopper forward's part of lesson 08's measurements: its target read from the records, and
-its timeline saved for CPU students.
+"""The Hopper forward's part of the attention measurements (``make bench``'s lesson key
+``08_attention``; lesson 12 reads it): its target read from the records, and its timeline
+saved for CPU students.
 
 The timings themselves come from ``kernels.attention.bench`` (``make bench``): it measures every
 registered attention kernel, so the four ``wgmma`` steps stand there beside SDPA's flash, cuDNN
