@@ -178,7 +178,8 @@ def run(quick: bool = False) -> list[results.Record | results.Note]:
     memory = peak_memory((512, 1024) if quick else MEMORY_LENGTHS)
     records += memory_records(memory)
     table(records)
-    targets = verdicts(records) + hopper_targets.verdicts(records)
+    targets = (verdicts(records) + hopper_targets.verdicts(records)
+               + hopper_targets.verdicts(records, passes="fwd+bwd"))
     if not quick and hopper_targets.runs_here():  # the Hopper steps' timelines, for CPU students
         print(f"  timelines saved to {hopper_targets.capture_timelines()}")
     text = ("Peak memory of one forward above its inputs (MiB; bf16, B=1, H=16, D=128): "
