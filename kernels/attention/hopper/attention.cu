@@ -1,6 +1,6 @@
 // Attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V per (batch, head), in one
-// kernel template whose flags make the five steps of lesson 12. Read them in order; each adds
-// one idea of FlashAttention-3 to the one before.
+// kernel template whose flags make the four steps of lesson 08's Hopper section. Read them in
+// order; each adds one idea of FlashAttention-3 to the one before.
 //
 //   step 1  a producer WARP (one thread issues every TMA copy: Q once, then K and V tiles into
 //           a ring of STAGES slots guarded by full/empty mbarriers) and ONE consumer
@@ -15,16 +15,16 @@
 //           overlapped steps use 64-key tiles
 //   step 4  across warpgroups, the ping-pong: named barriers make the two consumers take turns
 //           at the tensor cores, so one's softmax runs while the other's matmuls do
-//   step 5  a producer WARPGROUP that gives its registers to the consumers (lesson 07's
-//           setmaxnreg: 24 a thread for the producer, 240 for each consumer), and with them
-//           step 4 with 128-key tiles: twice the work per turn, half the barriers per key
 //
-// The register budget. 9 warps (steps 1-4) or 12 (step 5) on an SM's 4 schedulers put 3 warps
-// on one of them: the launch bound gives ptxas 168 registers a thread. setmaxnreg moves
-// registers between warpgroups at run time, and ptxas allocates the consumers' code for the
-// larger count only when that code is a loop with nothing after it (lesson 07's block_scaled.cu
-// met the same rule): here the consumer's whole body, epilogue included, sits in a loop that
-// runs once per block. Without it step 5 spills and ptxas serialises its wgmma.
+// Why a producer warp and not lesson 07's producer warpgroup with setmaxnreg: 9 or 12 warps on
+// an SM's 4 schedulers put 3 on one of them, so the launch bound gives ptxas 168 registers a
+// thread either way. setmaxnreg can move a producer warpgroup's registers to the consumers, but
+// ptxas allocates the consumers' code for the larger count only when that code is a loop with
+// nothing after it (lesson 07's block_scaled.cu met the same rule; the epilogue here follows the
+// loop). A trial that met the rule (a loop that runs once) gave the consumers 240 registers and
+// ran step 4 with 128-key tiles without spills: correct on the H100, and no faster than step 4
+// (git c39b7ae, docs/results/nvidia-h100-80gb-hbm3-attention-step5-trial-c39b7ae.log). A warp
+// costs the consumers nothing more and needs no register shuffling.
 //
 // Layout: q (B, H, Sq, D), k and v (B, H, Sk, D), contiguous; out (B, H, Sq, D). TMA sees each as
 // a 2-D tensor of B*H*S rows of D*2 bytes, in boxes of 128 bytes (64 values of D) x 64 or BN
@@ -57,12 +57,8 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma, timeline
 #include "attention.cuh"                   // wgmma with A in registers, V's descriptor, turns
 
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // step 5: 24·128 + 240·256 <= 64K
-
-template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG,
-          bool PRODUCER_WARPGROUP = false>
-__global__ void __launch_bounds__(PRODUCER_WARPGROUP ? WARPGROUP * (CONSUMERS + 1)
-                                                     : WARPGROUP * CONSUMERS + 32, 1)
+template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG>
+__global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
               const __grid_constant__ CUtensorMap tma_v, out_t* __restrict__ out,
               float* __restrict__ lse, int sq, int sk, int causal, float scale_log2,
@@ -105,7 +101,6 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
 
     // ---- the producer: one thread, Q once, then K and V tile by tile into the ring ----------
     if (consumer == CONSUMERS) {
-        if constexpr (PRODUCER_WARPGROUP) registers_shrink<PRODUCER_REGS>();
         if (threadIdx.x != CONSUMERS * WARPGROUP) return;
         u64 t0 = now();
         mbar_expect_bytes(&q_full, Q_BYTES);
@@ -138,202 +133,192 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     }
 
     // ---- a consumer: 64 query rows; thread t holds rows row and row + 8 of them --------------
-    if constexpr (PRODUCER_WARPGROUP) registers_grow<CONSUMER_REGS>();
-    // (a loop that runs once: ptxas gives a consumer setmaxnreg's registers only for a loop
-    // with nothing after it, see above; steps 1-4 take it too, one code path for all)
-    for (int once = blockIdx.x; once < int(gridDim.x); once += int(gridDim.x)) {
-        const int t = threadIdx.x % WARPGROUP, lane = t % 32;
-        const bool leader = t == 0, warp_leader = lane == 0;
-        const int row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;  // the query of rows [0]
-        const char* q_rows = q_tile + consumer * 64 * K_TILE;
-        float s_acc[BN / 2];  // S = Q K^T of one tile (then P, exponentiated in place)
-        float o[D / 2];       // O, unnormalised
-        u32 p[BN / 16][4];    // P in 16 bits: wgmma's A operand, 16 keys per k step
-        float m_run[2] = {-INF, -INF}, l_run[2] = {0.f, 0.f}, corr[2];
+    const int t = threadIdx.x % WARPGROUP, lane = t % 32;
+    const bool leader = t == 0, warp_leader = lane == 0;
+    const int row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;  // the query of rows [0]
+    const char* q_rows = q_tile + consumer * 64 * K_TILE;
+    float s_acc[BN / 2];  // S = Q K^T of one tile (then P, exponentiated in place)
+    float o[D / 2];       // O, unnormalised
+    u32 p[BN / 16][4];    // P in 16 bits: wgmma's A operand, 16 keys per k step
+    float m_run[2] = {-INF, -INF}, l_run[2] = {0.f, 0.f}, corr[2];
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        auto slot = [&](int n) { return ring + (n % STAGES) * SLOT; };
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    auto slot = [&](int n) { return ring + (n % STAGES) * SLOT; };
 
-        // S = Q K^T: 4 wgmma per 128-byte box of D (k16 each), both operands K-major in shared
-        // memory
-        auto issue_s = [&](int n) {
-            mbar_wait(&k_full[n % STAGES], (n / STAGES) & 1);
-            wgmma_fence();
+    // S = Q K^T: 4 wgmma per 128-byte box of D (k16 each), both operands K-major in shared memory
+    auto issue_s = [&](int n) {
+        mbar_wait(&k_full[n % STAGES], (n / STAGES) & 1);
+        wgmma_fence();
 #pragma unroll
-            for (int b = 0; b < BOXES; ++b) {
-                wgmma_box<BN>(s_acc, q_rows + b * BM * K_TILE, slot(n) + b * BN * K_TILE, b == 0);
+        for (int b = 0; b < BOXES; ++b) {
+            wgmma_box<BN>(s_acc, q_rows + b * BM * K_TILE, slot(n) + b * BN * K_TILE, b == 0);
+        }
+        wgmma_commit();
+    };
+    // O += P V: BN / 16 wgmma, A = P from registers, B = V (MN-major) from shared memory
+    auto issue_pv = [&](int n) {
+        mbar_wait(&v_full[n % STAGES], (n / STAGES) & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const char* v_rows = slot(n) + KV_BYTES + kk * 16 * K_TILE;
+            wgmma_rs<D>(o, p[kk], smem_descriptor_mn(v_rows, BN * K_TILE), 1);
+        }
+        wgmma_commit();
+    };
+    auto release = [&](int n) {  // this warp is done with tile n's K and V
+        if (warp_leader) mbar_arrive(&empty[n % STAGES]);
+    };
+    // the online softmax of tile n, in place: s_acc becomes exp2(S * scale * log2 e - m), the
+    // running max m and sum l are updated and corr says how much to shrink O by
+    auto softmax = [&](int n) {
+        fence_registers(s_acc);  // (the wgmma that wrote s_acc is done: read it after the wait)
+        // masks only where needed: the tile that runs past Sk, the tiles that cross the diagonal
+        const bool masked = (n + 1) * BN > sk || (causal && (n + 1) * BN - 1 > m0 + consumer * 64);
+        float mx[2] = {-INF, -INF};
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            const int h = (i / 2) % 2;  // s_acc[4j + 2h + e]: row + 8h, key 8j + 2(lane%4) + e
+            if (masked) {
+                const int key = n * BN + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+                if (key >= sk || (causal && key > row + 8 * h)) s_acc[i] = -INF;
             }
-            wgmma_commit();
-        };
-        // O += P V: BN / 16 wgmma, A = P from registers, B = V (MN-major) from shared memory
-        auto issue_pv = [&](int n) {
-            mbar_wait(&v_full[n % STAGES], (n / STAGES) & 1);
-            wgmma_fence();
+            mx[h] = fmaxf(mx[h], s_acc[i]);
+        }
+        float base[2];
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
-                const char* v_rows = slot(n) + KV_BYTES + kk * 16 * K_TILE;
-                wgmma_rs<D>(o, p[kk], smem_descriptor_mn(v_rows, BN * K_TILE), 1);
-            }
-            wgmma_commit();
-        };
-        auto release = [&](int n) {  // this warp is done with tile n's K and V
-            if (warp_leader) mbar_arrive(&empty[n % STAGES]);
-        };
-        // the online softmax of tile n, in place: s_acc becomes exp2(S * scale * log2 e - m), the
-        // running max m and sum l are updated and corr says how much to shrink O by
-        auto softmax = [&](int n) {
-            fence_registers(s_acc);  // (the wgmma that wrote s_acc is done: read it after the wait)
-            // masks only where needed: the tile that runs past Sk, the tiles that cross the
-            // diagonal
-            const bool masked = (n + 1) * BN > sk
-                                || (causal && (n + 1) * BN - 1 > m0 + consumer * 64);
-            float mx[2] = {-INF, -INF};
+        for (int h = 0; h < 2; ++h) {
+            const float m_new = fmaxf(m_run[h], quad_max(mx[h]) * scale_log2);
+            base[h] = m_new == -INF ? 0.f : m_new;  // a row with no key yet: exp2(-inf) = 0
+            corr[h] = exp2_approx(m_run[h] - base[h]);
+            m_run[h] = m_new;
+            l_run[h] *= corr[h];
+        }
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) {
-                const int h = (i / 2) % 2;  // s_acc[4j + 2h + e]: row + 8h, key 8j + 2(lane%4) + e
-                if (masked) {
-                    const int key = n * BN + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-                    if (key >= sk || (causal && key > row + 8 * h)) s_acc[i] = -INF;
-                }
-                mx[h] = fmaxf(mx[h], s_acc[i]);
-            }
-            float base[2];
+        for (int i = 0; i < BN / 2; ++i) {
+            const int h = (i / 2) % 2;
+            s_acc[i] = exp2_approx(fmaf(s_acc[i], scale_log2, -base[h]));
+            l_run[h] += s_acc[i];  // this thread's share; the 4 of a row are summed at the end
+        }
+    };
+    auto rescale_and_pack = [&]() {
+        fence_registers(o);
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const float m_new = fmaxf(m_run[h], quad_max(mx[h]) * scale_log2);
-                base[h] = m_new == -INF ? 0.f : m_new;  // a row with no key yet: exp2(-inf) = 0
-                corr[h] = exp2_approx(m_run[h] - base[h]);
-                m_run[h] = m_new;
-                l_run[h] *= corr[h];
-            }
+        for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) {
-                const int h = (i / 2) % 2;
-                s_acc[i] = exp2_approx(fmaf(s_acc[i], scale_log2, -base[h]));
-                l_run[h] += s_acc[i];  // this thread's share; the 4 of a row are summed at the end
-            }
-        };
-        auto rescale_and_pack = [&]() {
-            fence_registers(o);
+        for (int kk = 0; kk < BN / 16; ++kk) {  // S's accumulator pairs are P's A fragments
 #pragma unroll
-            for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {  // S's accumulator pairs are P's A fragments
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    p[kk][r] = pack2(s_acc[8 * kk + 2 * r], s_acc[8 * kk + 2 * r + 1]);
-                }
-            }
-        };
+            for (int r = 0; r < 4; ++r) p[kk][r] = pack2(s_acc[8 * kk + 2 * r], s_acc[8 * kk + 2 * r + 1]);
+        }
+    };
 
-        mbar_wait(&q_full, 0);
-        if constexpr (!OVERLAP) {
-            // steps 1-2: one thing at a time. S, wait, softmax, P V, wait.
-            for (int n = 0; n < n_tiles; ++n) {
-                const u64 t0 = now();
-                issue_s(n);
-                const u64 t1 = now();
-                wgmma_wait<0>();
-                const u64 t2 = now();
-                softmax(n);
-                rescale_and_pack();
-                const u64 t3 = now();
-                issue_pv(n);
-                wgmma_wait<0>();
-                release(n);
-                if (leader) {
-                    tl.record(role, WAIT_DATA, n % STAGES, n, t0, t1);
-                    tl.record(role, COMPUTE, n % STAGES, n, t1, t2);
-                    tl.record(role, SOFTMAX, n % STAGES, n, t2, t3);
-                    tl.record(role, COMPUTE, n % STAGES, n, t3, now());
-                }
-            }
-        } else {
-            // steps 3-5: tile n's S and tile n-1's P V are issued together (one "turn" at the
-            // tensor cores); the softmax of tile n runs while P V is still in flight.
-            if constexpr (PINGPONG) {
-                if (consumer == 1) turn_pass(consumer);  // consumer 0 takes the first turn
-            }
-            auto take_turn = [&]() {
-                if constexpr (PINGPONG) turn_wait(consumer);
-            };
-            auto end_turn = [&](bool last) {
-                // the other consumer's last turn is not waited for: consumer 1 skips its last pass
-                if constexpr (PINGPONG) {
-                    if (!(last && consumer == 1)) turn_pass(consumer);
-                }
-            };
-            u64 t0 = now();
-            take_turn();
-            u64 t1 = now();
-            issue_s(0);
-            end_turn(false);
-            u64 t2 = now();
+    mbar_wait(&q_full, 0);
+    if constexpr (!OVERLAP) {
+        // steps 1-2: one thing at a time. S, wait, softmax, P V, wait.
+        for (int n = 0; n < n_tiles; ++n) {
+            const u64 t0 = now();
+            issue_s(n);
+            const u64 t1 = now();
             wgmma_wait<0>();
-            u64 t3 = now();
-            softmax(0);
+            const u64 t2 = now();
+            softmax(n);
             rescale_and_pack();
+            const u64 t3 = now();
+            issue_pv(n);
+            wgmma_wait<0>();
+            release(n);
             if (leader) {
-                tl.record(role, WAIT_TURN, 0, 0, t0, t1);
-                tl.record(role, WAIT_DATA, 0, 0, t1, t2);
-                tl.record(role, COMPUTE, 0, 0, t2, t3);
-                tl.record(role, SOFTMAX, 0, 0, t3, now());
+                tl.record(role, WAIT_DATA, n % STAGES, n, t0, t1);
+                tl.record(role, COMPUTE, n % STAGES, n, t1, t2);
+                tl.record(role, SOFTMAX, n % STAGES, n, t2, t3);
+                tl.record(role, COMPUTE, n % STAGES, n, t3, now());
             }
-            for (int n = 1; n < n_tiles; ++n) {
-                t0 = now();
-                take_turn();
-                t1 = now();
-                issue_s(n);
-                issue_pv(n - 1);
-                end_turn(false);
-                t2 = now();
-                wgmma_wait<1>();  // S of tile n is done (P V of tile n - 1 may still run)
-                t3 = now();
-                softmax(n);
-                const u64 t4 = now();
-                wgmma_wait<0>();  // P V of tile n - 1 is done: its slot is free, O is complete
-                release(n - 1);
-                rescale_and_pack();
-                if (leader) {
-                    tl.record(role, WAIT_TURN, n % STAGES, n, t0, t1);
-                    tl.record(role, WAIT_DATA, n % STAGES, n, t1, t2);
-                    tl.record(role, COMPUTE, n % STAGES, n, t2, t3);
-                    tl.record(role, SOFTMAX, n % STAGES, n, t3, t4);
-                    tl.record(role, COMPUTE, (n - 1) % STAGES, n - 1, t4, now());
-                }
+        }
+    } else {
+        // steps 3-4: tile n's S and tile n-1's P V are issued together (one "turn" at the tensor
+        // cores); the softmax of tile n runs while P V is still in flight.
+        if constexpr (PINGPONG) {
+            if (consumer == 1) turn_pass(consumer);  // consumer 0 takes the first turn
+        }
+        auto take_turn = [&]() {
+            if constexpr (PINGPONG) turn_wait(consumer);
+        };
+        auto end_turn = [&](bool last) {
+            // the other consumer's last turn is not waited for: consumer 1 skips its last pass
+            if constexpr (PINGPONG) {
+                if (!(last && consumer == 1)) turn_pass(consumer);
             }
+        };
+        u64 t0 = now();
+        take_turn();
+        u64 t1 = now();
+        issue_s(0);
+        end_turn(false);
+        u64 t2 = now();
+        wgmma_wait<0>();
+        u64 t3 = now();
+        softmax(0);
+        rescale_and_pack();
+        if (leader) {
+            tl.record(role, WAIT_TURN, 0, 0, t0, t1);
+            tl.record(role, WAIT_DATA, 0, 0, t1, t2);
+            tl.record(role, COMPUTE, 0, 0, t2, t3);
+            tl.record(role, SOFTMAX, 0, 0, t3, now());
+        }
+        for (int n = 1; n < n_tiles; ++n) {
             t0 = now();
             take_turn();
             t1 = now();
-            issue_pv(n_tiles - 1);
-            end_turn(true);
+            issue_s(n);
+            issue_pv(n - 1);
+            end_turn(false);
             t2 = now();
-            wgmma_wait<0>();
-            release(n_tiles - 1);
+            wgmma_wait<1>();  // S of tile n is done (P V of tile n - 1 may still run)
+            t3 = now();
+            softmax(n);
+            const u64 t4 = now();
+            wgmma_wait<0>();  // P V of tile n - 1 is done: its slot is free, O is complete
+            release(n - 1);
+            rescale_and_pack();
             if (leader) {
-                tl.record(role, WAIT_TURN, 0, n_tiles, t0, t1);
-                tl.record(role, COMPUTE, (n_tiles - 1) % STAGES, n_tiles - 1, t2, now());
+                tl.record(role, WAIT_TURN, n % STAGES, n, t0, t1);
+                tl.record(role, WAIT_DATA, n % STAGES, n, t1, t2);
+                tl.record(role, COMPUTE, n % STAGES, n, t2, t3);
+                tl.record(role, SOFTMAX, n % STAGES, n, t3, t4);
+                tl.record(role, COMPUTE, (n - 1) % STAGES, n - 1, t4, now());
             }
         }
+        t0 = now();
+        take_turn();
+        t1 = now();
+        issue_pv(n_tiles - 1);
+        end_turn(true);
+        t2 = now();
+        wgmma_wait<0>();
+        release(n_tiles - 1);
+        if (leader) {
+            tl.record(role, WAIT_TURN, 0, n_tiles, t0, t1);
+            tl.record(role, COMPUTE, (n_tiles - 1) % STAGES, n_tiles - 1, t2, now());
+        }
+    }
 
-        // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
-        // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
-        // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
-        // from it (attention_bwd.cu). One thread of the four that share a row writes it.
-        fence_registers(o);
-        const u64 t0 = now();
-        float inv[2];
+    // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
+    // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
+    // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
+    // from it (attention_bwd.cu). One thread of the four that share a row writes it.
+    fence_registers(o);
+    const u64 t0 = now();
+    float inv[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float l = quad_sum(l_run[h]);
-            inv[h] = l > 0.f ? 1.f / l : 0.f;
-            if (lse != nullptr && lane % 4 == 0 && row + 8 * h < sq) {
-                lse[i64(bh) * sq + row + 8 * h] = m_run[h] + log2f(l);
-            }
+    for (int h = 0; h < 2; ++h) {
+        const float l = quad_sum(l_run[h]);
+        inv[h] = l > 0.f ? 1.f / l : 0.f;
+        if (lse != nullptr && lane % 4 == 0 && row + 8 * h < sq) {
+            lse[i64(bh) * sq + row + 8 * h] = m_run[h] + log2f(l);
         }
+    }
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] *= inv[(i / 2) % 2];
-        store_tile<D>(o, out + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
-        if (leader) tl.record(role, STORE, 0, n_tiles, t0, now());
-    }  // (the loop that runs once)
+    for (int i = 0; i < D / 2; ++i) o[i] *= inv[(i / 2) % 2];
+    store_tile<D>(o, out + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
+    if (leader) tl.record(role, STORE, 0, n_tiles, t0, now());
 }

@@ -48,7 +48,6 @@ class Step:
     stages: int  # ring slots of (K tile, V tile)
     overlap: bool  # software pipeline in a warpgroup: softmax of tile n during P V of n - 1
     pingpong: bool  # two warpgroups take turns at the tensor cores
-    producer_warpgroup: bool = False  # a warpgroup that gives its registers away (setmaxnreg)
 
     @property
     def name(self) -> str:
@@ -60,12 +59,10 @@ class Step:
 
     @property
     def threads(self) -> int:
-        # the consumers, then one producer warp (or warpgroup)
-        return WARPGROUP * self.consumers + (WARPGROUP if self.producer_warpgroup else 32)
+        return WARPGROUP * self.consumers + 32  # the consumers, then one producer warp
 
     def template(self, d: int) -> str:
-        flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong)
-                          + ((True,) if self.producer_warpgroup else ()))
+        flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong))
         return f"attention_fwd<{d}, {self.bn}, {self.stages}, {self.consumers}, {flags}>"
 
     def shared_bytes(self, d: int) -> int:
@@ -88,9 +85,6 @@ STEPS: dict[int, Step] = {s.number: s for s in (
     Step(4, "ping-pong: the two warpgroups take turns at the tensor cores, one's softmax "
          "beside the other's matmuls", consumers=2, bn=64, stages=4, overlap=True,
          pingpong=True),
-    Step(5, "a producer warpgroup gives its registers to the consumers (setmaxnreg, 240 a "
-         "thread): step 4 with 128-key tiles", consumers=2, bn=128, stages=2, overlap=True,
-         pingpong=True, producer_warpgroup=True),
 )}
 BEST = STEPS[max(STEPS)]
 
