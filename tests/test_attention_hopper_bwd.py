@@ -1,11 +1,9 @@
 """The Hopper attention backward (``attention_bwd.cu``, ``kernels/attention/hopper/bwd.py``):
-both kernels compile for sm_90a in every dtype, head dim and configuration the tune sweeps
-(``bwd.SWEEP``, the producer-warpgroup flags included) to what the header says (wgmma from
-shared memory and from registers, TMA, mbarriers, setmaxnreg with a producer warpgroup, no
-spills, no serialised wgmma, the register budget of its warps), ``("attention", "wgmma")``
-names its backward and refuses what it cannot run in words; on an H100 the gradients match
-float64 eager autograd as closely as the Triton backward's tests ask, on awkward shapes, and the
-forward's lse2 matches the Triton forward's."""
+both kernels compile for sm_90a in every dtype and head dim to what the header says (wgmma from
+shared memory and from registers, TMA, mbarriers, no spills, no serialised wgmma, the register
+budget of its warps), ``("attention", "wgmma")`` names its backward and refuses what it cannot
+run in words; on an H100 the gradients match float64 eager autograd as closely as the Triton
+backward's tests ask, on awkward shapes, and the forward's lse2 matches the Triton forward's."""
 
 import math
 
@@ -20,46 +18,21 @@ needs_nvrtc = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                  reason=f"NVRTC: {nvrtc.unavailable_reason()}")
 needs_disasm = pytest.mark.skipif(sass.unavailable_reason() is not None,
                                   reason=f"disassembler: {sass.unavailable_reason()}")
-
-
-def _distinct_kernels():
-    """(kernel, Config) for each distinct template of bwd.SWEEP, the default's first."""
-    seen = {}
-    for config in (bwd.CONFIG, *bwd.SWEEP):
-        for kernel in bwd.KERNELS:
-            seen.setdefault(config.template(kernel, 128), (kernel, config))
-    return list(seen.values())
-
-
-BUILDS = [pytest.param(kernel, config, dtype, d,
-                       id=f"{config.template(kernel, d)}-{str(dtype)[6:]}".replace(" ", ""))
-          for kernel, config in _distinct_kernels()
-          for dtype in fwd.DTYPES for d in fwd.HEAD_DIMS]
-
-
-def register_budget(threads: int) -> int:
-    """Registers a thread the launch bound allows: an SM's 64K registers are four schedulers'
-    16K, and the warps share the schedulers round robin (8 warps: 2 each, 255 a thread; 9 or 12:
-    3 on one, 168). setmaxnreg moves registers at run time: the ELF records this count."""
-    warps_per_scheduler = -(-threads // 32 // 4)
-    return min(255, 16384 // (32 * warps_per_scheduler) // 8 * 8)
-
-
-def _producer_warpgroup(kernel: str, config) -> bool:
-    return config.dkdv_producer_warpgroup if kernel == "dkdv" else config.dq_producer_warpgroup
+BUILDS = [pytest.param(kernel, dtype, d, id=f"{kernel}-{str(dtype)[6:]}-D{d}")
+          for kernel in bwd.KERNELS for dtype in fwd.DTYPES for d in fwd.HEAD_DIMS]
+# registers a thread: 8 warps (dK/dV: 2 a scheduler) or 9 (dQ: the forward's 168)
+REGISTERS = {"dkdv": 255, "dq": 168}
 
 
 @needs_nvrtc
 @needs_disasm
-@pytest.mark.parametrize(("kernel", "config", "dtype", "d"), BUILDS)
-def test_census(kernel, config, dtype, d):
+@pytest.mark.parametrize(("kernel", "dtype", "d"), BUILDS)
+def test_census(kernel, dtype, d):
     """Per query (or key) tile: S and dP from shared memory (4 k16 steps per 128-byte box of D
     each), then dV and dK (dK/dV kernel) or dQ (dQ kernel) with A from registers (one k16 step
     per 16 rows of the tile); TMA and mbarriers; no mma.sync, nothing spilled, nothing
-    serialised (no C75xx note: the consumers fit setmaxnreg's 240 where a flag asks for it),
-    within the warps' register budget; setmaxnreg twice (shrink, grow) exactly when a producer
-    warpgroup is asked for."""
-    compiled = bwd.compile_kernel(kernel, dtype, d, config, verbose=False)
+    serialised, within the warps' register budget."""
+    compiled = bwd.compile_kernel(kernel, dtype, d, verbose=False)
     report = sass.report(compiled)
     census = report.census
     boxes = d // 64
@@ -68,33 +41,19 @@ def test_census(kernel, config, dtype, d):
     assert census["HMMA"] == 0, census
     assert census["UTMALDG"] >= 4 * boxes, census  # Q, dO (or K, V) tiles; the block's two
     assert census["SYNCS"] > 0 and census["LDL"] == census["STL"] == 0, census
-    assert "serialized" not in compiled.log and "C75" not in compiled.log, compiled.log
+    assert "serialized" not in compiled.log, compiled.log
     assert report.resources.stack_bytes == 0
-    assert report.resources.registers <= register_budget(config.threads(kernel)), report.resources
-    assert census["USETMAXREG"] == (2 if _producer_warpgroup(kernel, config) else 0), census
-
-
-def test_register_budget_is_the_schedulers_share():
-    assert [register_budget(n) for n in (160, 256, 288, 384)] == [255, 255, 168, 168]
+    assert report.resources.registers <= REGISTERS[kernel], report.resources
 
 
 def test_configurations_fit_shared_memory_and_name_their_kernels():
-    for config in bwd.SWEEP:
-        for kernel in bwd.KERNELS:
-            for d in fwd.HEAD_DIMS:
-                assert config.shared_bytes(kernel, d) <= 227 * 1024, (config, kernel, d)
     c = bwd.CONFIG
+    for kernel in bwd.KERNELS:
+        for d in fwd.HEAD_DIMS:
+            assert c.shared_bytes(kernel, d) <= 227 * 1024, (kernel, d)
     assert c.template("dkdv", 128) == "attention_bwd_dkdv<128, 64, 2>"
     assert c.template("dq", 64).startswith("attention_bwd_dq<64, 64, ")
     assert c.threads("dkdv") == 256 and c.threads("dq") == 128 * c.dq_consumers + 32
-    flags = bwd.Config(dkdv_producer_warpgroup=True, dq_producer_warpgroup=True)
-    assert flags.template("dkdv", 128) == "attention_bwd_dkdv<128, 64, 2, true>"
-    assert flags.template("dq", 64) == "attention_bwd_dq<64, 64, 4, 2, true>"
-    assert flags.threads("dkdv") == flags.threads("dq") == 384
-    assert all(flags.shared_bytes(k, 128) == c.shared_bytes(k, 128) for k in bwd.KERNELS)
-    assert c in bwd.SWEEP and flags in bwd.SWEEP
-    with pytest.raises(ValueError, match="dq_producer_warpgroup expected dq_consumers=2"):
-        bwd.Config(dq_consumers=1, dq_producer_warpgroup=True)
     with pytest.raises(ValueError, match="kernel expected one of"):
         bwd.compile_kernel("dqq")
     with pytest.raises(ValueError, match="d expected one of"):

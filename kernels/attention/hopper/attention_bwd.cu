@@ -29,26 +29,14 @@
 // forward's 9 warps get 168 registers a thread (attention.cu says why), so this kernel has 8:
 // two consumer warpgroups of 64 keys and NO producer warp; one consumer thread issues the TMA
 // copies (8 warps on 4 schedulers: 2 each, 255 registers a thread). The dQ kernel needs dQ (64),
-// S and dP (32 + 32), dS (16): it fits the forward's 168 with its producer warp.
+// S and dP (32 + 32), dS (16): it fits the forward's 168 with its producer warp, but waits for
+// each tile's dQ before the next tile's matmuls (keeping it in flight needs more).
 //
-// Two flags (template arguments, off by default: bwd.Config's dkdv_producer_warpgroup and
-// dq_producer_warpgroup) trade that for a producer WARPGROUP, lesson 07's setmaxnreg: 12 warps
-// get 168 registers a thread from the launch bound, then the producer gives its own back
-// (setmaxnreg 24) and each consumer takes 240 (24 x 128 + 240 x 256 <= 64K). The rule that
-// makes it work (attention.cu's header, git c39b7ae): ptxas allocates the consumers' code for
-// 240 only when that code is a loop with nothing after it, so the consumer's whole body,
-// epilogue included, is a loop that runs once per block, and no path leaves the kernel before
-// setmaxnreg (the dK/dV kernel's early exit for keys no query sees moves into that loop).
-//   dK/dV  a third warpgroup's thread issues every load, waiting on the empty barriers: thread
-//          0 no longer stops its warpgroup to refill the ring, so the two consumers are no
-//          longer coupled through it. At D = 64 the rest is unchanged; at D = 128 dV, S^T, dP^T,
-//          P^T in 16 bits and dK need more than 240 (the 248 above), so each tile waits for dV
-//          before dS^T instead of beside it (else ptxas serialises every wgmma, C7512)
-//   dQ     the 240 registers let a tile's dQ += dS K run on beside the next tile's S = Q K^T and
-//          dP = dO V^T, the overlap the dK/dV kernel has for dK (168 forbid it, C7512): the
-//          slot of K and V is released a tile later, once that dQ is done. Two consumers only
-//          (one consumer and a producer warp are 5 warps: 255 registers without setmaxnreg)
-// Whether either is faster is the H100's to say (gpu_check_bwd --only tune sweeps them).
+// Tried and measured no faster on the H100 (git 086fc23, docs/results/nvidia-h100-80gb-hbm3-
+// hopper-bwd-warpgroups-086fc23.log): a producer WARPGROUP for each kernel with setmaxnreg
+// (24 registers for it, 240 for each consumer; ptxas allows the larger count only for consumer
+// code that is a loop with nothing after it and no return before setmaxnreg, attention.cu's
+// header says more), so that no consumer refills the dK/dV ring and dQ overlaps the next tile.
 //
 // Layouts: q, o, dO (B, H, Sq, D), k, v (B, H, Sk, D), contiguous; lse2 and Delta (B, H, Sq)
 // float32. TMA reads each as B*H*S rows in 128-byte x 64-row boxes, 128-byte swizzled, as the
@@ -80,19 +68,14 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma
 #include "attention.cuh"                   // wgmma with A in registers, the MN-major descriptor
 
-// the producer warpgroup's flags: 24 registers a thread for it, 240 for the two consumer
-// warpgroups (24 x 128 + 240 x 256 <= 64K); the header says why
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-
 // ==== dK and dV: one block per (batch x head, 128 keys), walking the query tiles ============
 // Two consumer warpgroups of 64 keys each share every Q and dO tile that TMA brings into a ring
-// of STAGES slots; thread 0 (a consumer) issues the copies, or with PRODUCER_WARPGROUP one
-// thread of a third warpgroup does. Per query tile, in each consumer warpgroup:
+// of STAGES slots; thread 0 (a consumer) issues the copies. Per query tile, in each warpgroup:
 //   S^T = K Q^T and dP^T = V dO^T are issued together; once S^T is in, P^T (the causal diagonal
 //   masked), packed to 16 bits, and dV += P^T dO issued; while it runs, dS^T = P^T o (dP^T -
 //   Delta); then dK += dS^T Q, left running into the next tile's S^T and dP^T.
-template <int D, int BQ, int STAGES, bool PRODUCER_WARPGROUP = false>
-__global__ void __launch_bounds__(WARPGROUP * (PRODUCER_WARPGROUP ? 3 : 2), 1)
+template <int D, int BQ, int STAGES>
+__global__ void __launch_bounds__(2 * WARPGROUP, 1)
 attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                    const __grid_constant__ CUtensorMap tma_k,
                    const __grid_constant__ CUtensorMap tma_v,
@@ -122,26 +105,20 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
     const int q_tiles = (sq + BQ - 1) / BQ;
     const int first = causal ? min(n0 / BQ, q_tiles) : 0;
     const int n_tiles = q_tiles - first;  // 0 when causal and every key is past the last query
-    // (block-uniform: the whole block stores zeros and leaves before any barrier; with a
-    // producer warpgroup the consumers do it in their loop below, since a return before
-    // setmaxnreg keeps them to the launch bound's 168 registers)
+    // (block-uniform: the whole block stores zeros and leaves before any barrier)
     const int consumer = threadIdx.x / WARPGROUP, t = threadIdx.x % WARPGROUP, lane = t % 32;
-    auto store_zeros = [&]() {  // no query sees these keys: dK = dV = 0 (and nothing to load)
+    if (n_tiles == 0) {  // no query sees these keys: dK = dV = 0 (and nothing to load)
         const float zeros[D / 2] = {};
         store_tile<D>(zeros, dk + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
         store_tile<D>(zeros, dv + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
-    };
-    if (!PRODUCER_WARPGROUP && n_tiles == 0) {
-        store_zeros();
         return;
     }
-    // the thread that issues the copies: thread 0, or the producer warpgroup's first
-    const bool producer = threadIdx.x == (PRODUCER_WARPGROUP ? 2 * WARPGROUP : 0);
+    const bool producer = threadIdx.x == 0;
     if (producer) {
         mbar_init(&kv_full, 1);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 2 * WARPGROUP / 32);  // each consumer warp releases
+            mbar_init(&empty[s], 2 * WARPGROUP / 32);  // each warp releases
         }
         fence_barrier_init();
     }
@@ -157,7 +134,7 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                      &full[n % STAGES]);
         }
     };
-    auto load_kv = [&]() {  // the block's K and V, once
+    if (producer) {  // K and V once, then the first STAGES query tiles
         mbar_expect_bytes(&kv_full, 2 * KV_BYTES);
         for (int c = 0; c < 2; ++c) {
             for (int b = 0; b < BOXES; ++b) {
@@ -166,146 +143,110 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                 tma_load(v_tile + at, tma_v, b * K_TILE, row, &kv_full);
             }
         }
-    };
-    if constexpr (PRODUCER_WARPGROUP) {
-        // ---- the producer warpgroup: one thread loads K and V, then every query tile as a
-        // slot comes free; the consumers only wait for full slots and release them
-        if (consumer == 2) {
-            registers_shrink<PRODUCER_REGS>();
-            if (!producer || n_tiles == 0) return;
-            load_kv();
-            for (int n = 0; n < n_tiles; ++n) {
-                // first pass: fresh barriers let us in
-                mbar_wait(&empty[n % STAGES], ((n / STAGES) & 1) ^ 1);
-                load_tile(n);
-            }
-            return;
-        }
-        registers_grow<CONSUMER_REGS>();
-    } else if (producer) {  // K and V once, then the first STAGES query tiles
-        load_kv();
         for (int n = 0; n < min(STAGES, n_tiles); ++n) load_tile(n);
     }
 
     // ---- a consumer: 64 keys; thread t holds keys key and key + 8 of them ------------------
-    // (setmaxnreg's 240 registers reach the consumer's code only when it is a loop with nothing
-    // after it, the header says why: with PRODUCER_WARPGROUP the whole body, epilogue included,
-    // is a loop that runs once per block; without, the loop runs from 0 to 1 and folds away)
-    const int once_end = PRODUCER_WARPGROUP ? int(gridDim.x) : 1;
-    for (int once = PRODUCER_WARPGROUP ? int(blockIdx.x) : 0; once < once_end; once += once_end) {
-        if (PRODUCER_WARPGROUP && n_tiles == 0) {
-            store_zeros();
-            continue;  // (leaves the loop)
+    const int key = n0 + consumer * 64 + 16 * (t / 32) + lane / 4;
+    const char* k_rows = k_tile + consumer * 64 * K_TILE;
+    const char* v_rows = v_tile + consumer * 64 * K_TILE;
+    // dK and dV are not zeroed: the first tile's products overwrite them (scale_d = 0). They
+    // are in flight across the loop's back edge (dK into the next tile), and an accumulator that
+    // an ordinary instruction wrote before the loop makes ptxas serialise every wgmma (C7515)
+    float dk_acc[D / 2], dv_acc[D / 2];
+    float st[BQ / 2];   // S^T of one tile, then P^T (fp32)
+    float dpt[BQ / 2];  // dP^T, then dS^T (fp32)
+    u32 a[BQ / 16][4];  // P^T, then dS^T, in 16 bits: wgmma's A operand, 16 queries per k step
+    auto pack = [&](const float (&x)[BQ / 2]) {  // accumulator pairs are A's fragments
+#pragma unroll
+        for (int kk = 0; kk < BQ / 16; ++kk) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[kk][r] = pack2(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
         }
-        const int key = n0 + consumer * 64 + 16 * (t / 32) + lane / 4;
-        const char* k_rows = k_tile + consumer * 64 * K_TILE;
-        const char* v_rows = v_tile + consumer * 64 * K_TILE;
-        // dK and dV are not zeroed: the first tile's products overwrite them (scale_d = 0).
-        // They are in flight across the loop's back edge (dK into the next tile), and an
-        // accumulator that an ordinary instruction wrote before the loop makes ptxas serialise
-        // every wgmma (C7515)
-        float dk_acc[D / 2], dv_acc[D / 2];
-        float st[BQ / 2];   // S^T of one tile, then P^T (fp32)
-        float dpt[BQ / 2];  // dP^T, then dS^T (fp32)
-        u32 a[BQ / 16][4];  // P^T, then dS^T, in 16 bits: wgmma's A operand, 16 queries a k step
-        auto pack = [&](const float (&x)[BQ / 2]) {  // accumulator pairs are A's fragments
-#pragma unroll
-            for (int kk = 0; kk < BQ / 16; ++kk) {
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    a[kk][r] = pack2(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
-                }
-            }
-        };
+    };
 
-        mbar_wait(&kv_full, 0);
-        for (int n = 0; n < n_tiles; ++n) {
-            const int s = n % STAGES, m0 = (first + n) * BQ;
-            const char* q_slot = ring + s * SLOT;
-            const char* do_slot = q_slot + TILE_BYTES;
-            // this tile's (lse2, Delta) per query; +inf past Sq: P = 2^-inf = 0 there
-            float2* pq = per_query[consumer][n % 2];
-            if (t < BQ) {
-                const i64 at = i64(bh) * sq + m0 + t;
-                pq[t] = m0 + t < sq ? make_float2(lse[at], delta[at]) : make_float2(INF, 0.f);
-            }
-            warpgroup_barrier(1 + consumer);  // (the tile before last read the other buffer)
-
-            mbar_wait(&full[s], (n / STAGES) & 1);
-            wgmma_fence();
-#pragma unroll
-            for (int b = 0; b < BOXES; ++b) {
-                wgmma_box<BQ>(st, k_rows + b * BK * K_TILE, q_slot + b * BQ * K_TILE, b == 0);
-            }
-            wgmma_commit();
-#pragma unroll
-            for (int b = 0; b < BOXES; ++b) {
-                wgmma_box<BQ>(dpt, v_rows + b * BK * K_TILE, do_slot + b * BQ * K_TILE, b == 0);
-            }
-            wgmma_commit();
-            wgmma_wait<1>();  // the last tile's dK and this tile's S^T are done (dP^T may run)
-
-            // P^T = 2^(S^T * scale_log2 - lse2[query]); st[4j + 2h + e]: key + 8h, query
-            // m0 + 8j + 2(lane%4) + e. Causal: only tiles that cross the diagonal are masked
-            fence_registers(st);
-            const bool masked = causal && n0 + consumer * 64 + 63 > m0;
-#pragma unroll
-            for (int i = 0; i < BQ / 2; ++i) {
-                const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-                float p = exp2_approx(fmaf(st[i], scale_log2, -pq[col].x));
-                if (masked && key + 8 * ((i / 2) % 2) > m0 + col) p = 0.f;
-                st[i] = p;
-            }
-            pack(st);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BQ / 16; ++kk) {  // dV += P^T dO: dO as the forward's V
-                wgmma_rs<D>(dv_acc, a[kk], smem_descriptor_mn(do_slot + kk * 16 * K_TILE,
-                                                              BQ * K_TILE), n > 0 || kk > 0);
-            }
-            wgmma_commit();
-            // dP^T is done (dV may run on beside dS^T), except with a producer warpgroup at
-            // D = 128: dK, dV, P^T (fp32 and 16 bits) and dP^T live beside a running wgmma need
-            // more than its 240 registers (8 warps took 248), so dV is waited for here too
-            // (else ptxas serialises every wgmma, C7512)
-            wgmma_wait<(PRODUCER_WARPGROUP && D == 128) ? 0 : 1>();
-            fence_registers(dpt);
-#pragma unroll
-            for (int i = 0; i < BQ / 2; ++i) {
-                dpt[i] = st[i] * (dpt[i] - pq[8 * (i / 4) + 2 * (lane % 4) + i % 2].y);
-            }
-            wgmma_wait<0>();  // dV is done: a is free
-            // the last tile's slot is free (its dK finished above): this warp's part of it, and
-            // thread 0 refills it with tile n - 1 + STAGES once both warpgroups are done with it
-            // (with a producer warpgroup, its thread waits for the slot instead). (Here, with no
-            // wgmma in flight: a branch beside a running wgmma makes ptxas serialise them all,
-            // its note C7520)
-            if (n > 0) {
-                if (lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
-                if (!PRODUCER_WARPGROUP && producer && n - 1 + STAGES < n_tiles) {
-                    mbar_wait(&empty[(n - 1) % STAGES], ((n - 1) / STAGES) & 1);
-                    load_tile(n - 1 + STAGES);
-                }
-            }
-            pack(dpt);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BQ / 16; ++kk) {  // dK += dS^T Q: Q as the forward's V
-                wgmma_rs<D>(dk_acc, a[kk], smem_descriptor_mn(q_slot + kk * 16 * K_TILE,
-                                                              BQ * K_TILE), n > 0 || kk > 0);
-            }
-            wgmma_commit();
+    mbar_wait(&kv_full, 0);
+    for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % STAGES, m0 = (first + n) * BQ;
+        const char* q_slot = ring + s * SLOT;
+        const char* do_slot = q_slot + TILE_BYTES;
+        // this tile's (lse2, Delta) per query; +inf past Sq: P = 2^-inf = 0 there
+        float2* pq = per_query[consumer][n % 2];
+        if (t < BQ) {
+            const i64 at = i64(bh) * sq + m0 + t;
+            pq[t] = m0 + t < sq ? make_float2(lse[at], delta[at]) : make_float2(INF, 0.f);
         }
-        wgmma_wait<0>();
+        warpgroup_barrier(1 + consumer);  // (the tile before last read the other buffer)
 
-        // ---- the epilogue: dK / sqrt(D) and dV, rounded, stored row by row (not past Sk) ---
-        fence_registers(dk_acc);
-        fence_registers(dv_acc);
+        mbar_wait(&full[s], (n / STAGES) & 1);
+        wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) dk_acc[i] *= scale;
-        store_tile<D>(dk_acc, dk + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
-        store_tile<D>(dv_acc, dv + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
-    }  // (the loop that runs once)
+        for (int b = 0; b < BOXES; ++b) {
+            wgmma_box<BQ>(st, k_rows + b * BK * K_TILE, q_slot + b * BQ * K_TILE, b == 0);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int b = 0; b < BOXES; ++b) {
+            wgmma_box<BQ>(dpt, v_rows + b * BK * K_TILE, do_slot + b * BQ * K_TILE, b == 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the last tile's dK and this tile's S^T are done (dP^T may run)
+
+        // P^T = 2^(S^T * scale_log2 - lse2[query]); st[4j + 2h + e]: key + 8h, query
+        // m0 + 8j + 2(lane%4) + e. Causal: only tiles that cross the diagonal are masked
+        fence_registers(st);
+        const bool masked = causal && n0 + consumer * 64 + 63 > m0;
+#pragma unroll
+        for (int i = 0; i < BQ / 2; ++i) {
+            const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+            float p = exp2_approx(fmaf(st[i], scale_log2, -pq[col].x));
+            if (masked && key + 8 * ((i / 2) % 2) > m0 + col) p = 0.f;
+            st[i] = p;
+        }
+        pack(st);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BQ / 16; ++kk) {  // dV += P^T dO: dO as the forward's V
+            wgmma_rs<D>(dv_acc, a[kk], smem_descriptor_mn(do_slot + kk * 16 * K_TILE,
+                                                          BQ * K_TILE), n > 0 || kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // dP^T is done (dV may run)
+        fence_registers(dpt);
+#pragma unroll
+        for (int i = 0; i < BQ / 2; ++i) {
+            dpt[i] = st[i] * (dpt[i] - pq[8 * (i / 4) + 2 * (lane % 4) + i % 2].y);
+        }
+        wgmma_wait<0>();  // dV is done: a is free
+        // the last tile's slot is free (its dK finished above): this warp's part of it, and
+        // thread 0 refills it with tile n - 1 + STAGES once both warpgroups are done with it.
+        // (Here, with no wgmma in flight: a branch beside a running wgmma makes ptxas
+        // serialise them all, its note C7520)
+        if (n > 0) {
+            if (lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
+            if (producer && n - 1 + STAGES < n_tiles) {
+                mbar_wait(&empty[(n - 1) % STAGES], ((n - 1) / STAGES) & 1);
+                load_tile(n - 1 + STAGES);
+            }
+        }
+        pack(dpt);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BQ / 16; ++kk) {  // dK += dS^T Q: Q as the forward's V
+            wgmma_rs<D>(dk_acc, a[kk], smem_descriptor_mn(q_slot + kk * 16 * K_TILE,
+                                                          BQ * K_TILE), n > 0 || kk > 0);
+        }
+        wgmma_commit();
+    }
+    wgmma_wait<0>();
+
+    // ---- the epilogue: dK / sqrt(D) and dV, rounded, stored row by row (not past Sk) -------
+    fence_registers(dk_acc);
+    fence_registers(dv_acc);
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dk_acc[i] *= scale;
+    store_tile<D>(dk_acc, dk + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
+    store_tile<D>(dv_acc, dv + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
 }
 
 // ==== dQ: one block per (batch x head, 64 x CONSUMERS queries), walking the key tiles =======
@@ -314,10 +255,8 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
 // dP = dO V^T issued together, P (masked past Sk and on the causal diagonal), dS = P o (dP -
 // Delta), dQ += dS K with dS from registers and K as the forward's V. The two warpgroups
 // overlap each other, as the forward's step 2: one's arithmetic beside the other's matmuls.
-// PRODUCER_WARPGROUP: the producer is a warpgroup that gives its registers to the consumers,
-// and with them tile n's dQ += dS K runs on beside tile n + 1's S and dP (the header says why).
-template <int D, int BN, int STAGES, int CONSUMERS, bool PRODUCER_WARPGROUP = false>
-__global__ void __launch_bounds__(WARPGROUP * CONSUMERS + (PRODUCER_WARPGROUP ? WARPGROUP : 32), 1)
+template <int D, int BN, int STAGES, int CONSUMERS>
+__global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_bwd_dq(const __grid_constant__ CUtensorMap tma_q,
                  const __grid_constant__ CUtensorMap tma_k,
                  const __grid_constant__ CUtensorMap tma_v,
@@ -326,8 +265,6 @@ attention_bwd_dq(const __grid_constant__ CUtensorMap tma_q,
                  int causal, float scale_log2, float scale) {
     static_assert((D == 64 || D == 128) && BN == 64 && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
-    // (one consumer and a producer warp: 5 warps, 255 registers a thread without setmaxnreg)
-    static_assert(!PRODUCER_WARPGROUP || CONSUMERS == 2, "the producer warpgroup feeds two");
     constexpr int BM = 64 * CONSUMERS;                       // query rows per block
     constexpr int BOXES = D * int(sizeof(a_t)) / K_TILE;
     constexpr int Q_BYTES = BM * D * int(sizeof(a_t));       // Q (or dO) of the block
@@ -359,7 +296,6 @@ attention_bwd_dq(const __grid_constant__ CUtensorMap tma_q,
 
     // ---- the producer: one thread, Q and dO once, then K and V tile by tile into the ring --
     if (consumer == CONSUMERS) {
-        if constexpr (PRODUCER_WARPGROUP) registers_shrink<PRODUCER_REGS>();
         if (threadIdx.x != CONSUMERS * WARPGROUP) return;
         mbar_expect_bytes(&q_full, 2 * Q_BYTES);
         for (int c = 0; c < CONSUMERS; ++c) {
@@ -387,106 +323,86 @@ attention_bwd_dq(const __grid_constant__ CUtensorMap tma_q,
     }
 
     // ---- a consumer: 64 query rows; thread t holds rows row and row + 8 of them -------------
-    if constexpr (PRODUCER_WARPGROUP) registers_grow<CONSUMER_REGS>();
-    // (a loop that runs once, as the dK/dV kernel's: the consumers get setmaxnreg's registers)
-    const int once_end = PRODUCER_WARPGROUP ? int(gridDim.x) : 1;
-    for (int once = PRODUCER_WARPGROUP ? int(blockIdx.x) : 0; once < once_end; once += once_end) {
-        const int t = threadIdx.x % WARPGROUP, lane = t % 32;
-        const int row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;
-        const char* q_rows = q_tile + consumer * 64 * K_TILE;
-        const char* do_rows = do_tile + consumer * 64 * K_TILE;
-        float dq_acc[D / 2];
-        float s_acc[BN / 2];   // S, then P
-        float dp[BN / 2];      // dP, then dS
-        u32 a[BN / 16][4];     // dS in 16 bits: wgmma's A operand, 16 keys per k step
-        float lse_row[2], delta_row[2];  // rows past Sq: lse2 = +inf, P = 0
+    const int t = threadIdx.x % WARPGROUP, lane = t % 32;
+    const int row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;
+    const char* q_rows = q_tile + consumer * 64 * K_TILE;
+    const char* do_rows = do_tile + consumer * 64 * K_TILE;
+    float dq_acc[D / 2];
+    float s_acc[BN / 2];   // S, then P
+    float dp[BN / 2];      // dP, then dS
+    u32 a[BN / 16][4];     // dS in 16 bits: wgmma's A operand, 16 keys per k step
+    float lse_row[2], delta_row[2];  // rows past Sq: lse2 = +inf, P = 0
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const bool inside = row + 8 * h < sq;
-            const i64 at = i64(bh) * sq + row + 8 * h;
-            lse_row[h] = inside ? lse[at] : INF;
-            delta_row[h] = inside ? delta[at] : 0.f;
-        }
-        // with the overlap, dQ is in flight across the loop's back edge and, as the dK/dV kernel's
-        // dK, not zeroed (C7515): the first tile overwrites it (every block has a key tile)
-        if constexpr (!PRODUCER_WARPGROUP) {
+    for (int h = 0; h < 2; ++h) {
+        const bool inside = row + 8 * h < sq;
+        const i64 at = i64(bh) * sq + row + 8 * h;
+        lse_row[h] = inside ? lse[at] : INF;
+        delta_row[h] = inside ? delta[at] : 0.f;
+    }
 #pragma unroll
-            for (int i = 0; i < D / 2; ++i) dq_acc[i] = 0.f;
-        }
-        auto slot = [&](int n) { return ring + (n % STAGES) * SLOT; };
+    for (int i = 0; i < D / 2; ++i) dq_acc[i] = 0.f;
+    auto slot = [&](int n) { return ring + (n % STAGES) * SLOT; };
 
-        mbar_wait(&q_full, 0);
-        for (int n = 0; n < n_tiles; ++n) {
-            // (both waits before the first wgmma: a barrier's spin loop between two in flight
-            // makes ptxas serialise them, C7520)
-            mbar_wait(&k_full[n % STAGES], (n / STAGES) & 1);
-            mbar_wait(&v_full[n % STAGES], (n / STAGES) & 1);
-            wgmma_fence();
+    mbar_wait(&q_full, 0);
+    for (int n = 0; n < n_tiles; ++n) {
+        // (both waits before the first wgmma: a barrier's spin loop between two in flight
+        // makes ptxas serialise them, C7520)
+        mbar_wait(&k_full[n % STAGES], (n / STAGES) & 1);
+        mbar_wait(&v_full[n % STAGES], (n / STAGES) & 1);
+        wgmma_fence();
 #pragma unroll
-            for (int b = 0; b < BOXES; ++b) {
-                wgmma_box<BN>(s_acc, q_rows + b * BM * K_TILE, slot(n) + b * BN * K_TILE, b == 0);
-            }
-            wgmma_commit();
-#pragma unroll
-            for (int b = 0; b < BOXES; ++b) {
-                wgmma_box<BN>(dp, do_rows + b * BM * K_TILE, slot(n) + KV_BYTES + b * BN * K_TILE,
-                              b == 0);
-            }
-            wgmma_commit();
-            wgmma_wait<1>();  // S is done (dP may run), and with the overlap the last tile's dQ
-
-            // P = 2^(S * scale_log2 - lse2[row]); s_acc[4j + 2h + e]: row + 8h, key
-            // n BN + 8j + 2(lane%4) + e. Masked only where needed: past Sk, across the diagonal
-            fence_registers(s_acc);
-            const bool masked = (n + 1) * BN > sk
-                                || (causal && (n + 1) * BN - 1 > m0 + consumer * 64);
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) {
-                const int h = (i / 2) % 2;
-                float p = exp2_approx(fmaf(s_acc[i], scale_log2, -lse_row[h]));
-                if (masked) {
-                    const int key = n * BN + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-                    if (key >= sk || (causal && key > row + 8 * h)) p = 0.f;
-                }
-                s_acc[i] = p;
-            }
-            wgmma_wait<0>();  // dP is done
-            // with the overlap, the last tile's dQ finished at the wait above: its K and V are
-            // free (released here, with no wgmma in flight: a branch beside one is C7520)
-            if (PRODUCER_WARPGROUP && n > 0 && lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
-            fence_registers(dp);
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) dp[i] = s_acc[i] * (dp[i] - delta_row[(i / 2) % 2]);
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    a[kk][r] = pack2(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
-                }
-            }
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {  // dQ += dS K: K as the forward's V
-                wgmma_rs<D>(dq_acc, a[kk], smem_descriptor_mn(slot(n) + kk * 16 * K_TILE,
-                                                              BN * K_TILE),
-                            !PRODUCER_WARPGROUP || n > 0 || kk > 0);
-            }
-            wgmma_commit();
-            // Without a producer warpgroup, waited for here, not left running into the next
-            // tile's S and dP as the dK/dV kernel does: dQ, S, dP and dS live at once need more
-            // than 168 registers, and ptxas then serialises every wgmma (C7512). With one, the
-            // consumers have 240 and dQ runs on (the overlap)
-            if constexpr (!PRODUCER_WARPGROUP) {
-                wgmma_wait<0>();
-                if (lane == 0) mbar_arrive(&empty[n % STAGES]);  // this warp is done with K, V
-            }
+        for (int b = 0; b < BOXES; ++b) {
+            wgmma_box<BN>(s_acc, q_rows + b * BM * K_TILE, slot(n) + b * BN * K_TILE, b == 0);
         }
-        if constexpr (PRODUCER_WARPGROUP) wgmma_wait<0>();  // the last tile's dQ
-
-        // ---- the epilogue: dQ / sqrt(D), rounded, stored row by row (not past Sq) ----------
-        fence_registers(dq_acc);
+        wgmma_commit();
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) dq_acc[i] *= scale;
-        store_tile<D>(dq_acc, dq + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
-    }  // (the loop that runs once)
+        for (int b = 0; b < BOXES; ++b) {
+            wgmma_box<BN>(dp, do_rows + b * BM * K_TILE, slot(n) + KV_BYTES + b * BN * K_TILE,
+                          b == 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // S is done (dP may run)
+
+        // P = 2^(S * scale_log2 - lse2[row]); s_acc[4j + 2h + e]: row + 8h, key
+        // n BN + 8j + 2(lane%4) + e. Masked only where needed: past Sk, across the diagonal
+        fence_registers(s_acc);
+        const bool masked = (n + 1) * BN > sk || (causal && (n + 1) * BN - 1 > m0 + consumer * 64);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            const int h = (i / 2) % 2;
+            float p = exp2_approx(fmaf(s_acc[i], scale_log2, -lse_row[h]));
+            if (masked) {
+                const int key = n * BN + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+                if (key >= sk || (causal && key > row + 8 * h)) p = 0.f;
+            }
+            s_acc[i] = p;
+        }
+        wgmma_wait<0>();  // dP is done
+        fence_registers(dp);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) dp[i] = s_acc[i] * (dp[i] - delta_row[(i / 2) % 2]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[kk][r] = pack2(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {  // dQ += dS K: K as the forward's V
+            wgmma_rs<D>(dq_acc, a[kk], smem_descriptor_mn(slot(n) + kk * 16 * K_TILE,
+                                                          BN * K_TILE), 1);
+        }
+        wgmma_commit();
+        // waited for here, not left running into the next tile's S and dP as the dK/dV kernel
+        // does: dQ, S, dP and dS live at once need more than 168 registers, and ptxas then
+        // serialises every wgmma (C7512)
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(&empty[n % STAGES]);  // this warp is done with K and V
+    }
+
+    // ---- the epilogue: dQ / sqrt(D), rounded, stored row by row (not past Sq) --------------
+    fence_registers(dq_acc);
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dq_acc[i] *= scale;
+    store_tile<D>(dq_acc, dq + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
 }

@@ -6,8 +6,7 @@ differentiable op, the peer of the Triton autograd function (``kernels/attention
 * :func:`backward`: ``Δ`` from the Triton backward's ``delta_kernel`` (one kernel for it in the
   course), then the dK/dV kernel (a block per 128 keys) and the dQ kernel (a block per 128
   queries), in the input dtype; ``only`` runs one of them (a debugging switch: the other's
-  gradients are NaN); ``config`` picks ring depths and the producer-warpgroup flags
-  (:class:`Config`, :data:`SWEEP` the ones ``gpu_check_bwd --only tune`` times);
+  gradients are NaN);
 * :class:`HopperAttention`: the autograd Function, and :func:`differentiable`, what
   ``("attention", "wgmma")`` calls (the forward alone when no gradient is wanted).
 
@@ -39,41 +38,24 @@ KERNELS = ("dkdv", "dq")
 
 @dataclass(frozen=True)
 class Config:
-    """The ring depths, the dQ kernel's consumer warpgroups and the two producer-warpgroup
-    flags (the tiles are fixed by the registers; attention_bwd.cu's header says what each flag
-    changes)."""
+    """The ring depths and the dQ kernel's consumer warpgroups (the tiles are fixed by the
+    registers: attention_bwd.cu's header)."""
 
     # the defaults: the fastest of the 12 the H100 swept at S 4096, D 128, causal and not
     # (`gpu_check_bwd --only tune`; docs/results/nvidia-h100-80gb-hbm3-hopper-bwd-tune-cb58732.log)
     dkdv_stages: int = 2  # slots of (Q tile, dO tile)
     dq_stages: int = 4  # slots of (K tile, V tile)
     dq_consumers: int = 2  # warpgroups of 64 queries each
-    # a third warpgroup issues the dK/dV kernel's loads (setmaxnreg: 240 registers a consumer)
-    dkdv_producer_warpgroup: bool = False
-    # the dQ kernel's producer warp becomes a warpgroup (setmaxnreg: 240 registers a consumer),
-    # and with the registers a tile's dQ += dS K runs beside the next tile's S and dP
-    dq_producer_warpgroup: bool = False
-
-    def __post_init__(self):
-        if self.dq_producer_warpgroup and self.dq_consumers != 2:
-            raise ValueError("dq_producer_warpgroup expected dq_consumers=2 (one consumer "
-                             f"already has 255 registers a thread), got {self.dq_consumers}")
 
     def template(self, kernel: str, d: int) -> str:
         if kernel == "dkdv":
-            flag = ", true" if self.dkdv_producer_warpgroup else ""
-            return f"attention_bwd_dkdv<{d}, {QUERY_TILE}, {self.dkdv_stages}{flag}>"
-        flag = ", true" if self.dq_producer_warpgroup else ""
+            return f"attention_bwd_dkdv<{d}, {QUERY_TILE}, {self.dkdv_stages}>"
         return (f"attention_bwd_dq<{d}, {KEY_TILE}, {self.dq_stages}, "
-                f"{self.dq_consumers}{flag}>")
+                f"{self.dq_consumers}>")
 
     def threads(self, kernel: str) -> int:
-        # dK/dV: 8 warps, no producer warp (255 registers a thread), or 12 with the producer
-        # warpgroup; dQ: the forward's shape, its producer a warp or a warpgroup
-        if kernel == "dkdv":
-            return (3 if self.dkdv_producer_warpgroup else 2) * fwd.WARPGROUP
-        producer = fwd.WARPGROUP if self.dq_producer_warpgroup else 32
-        return fwd.WARPGROUP * self.dq_consumers + producer
+        # dK/dV: 8 warps, no producer warp (255 registers a thread); dQ: the forward's shape
+        return 2 * fwd.WARPGROUP if kernel == "dkdv" else fwd.WARPGROUP * self.dq_consumers + 32
 
     def block_rows(self, kernel: str) -> int:
         """Keys (dK/dV) or queries (dQ) per block."""
@@ -88,13 +70,6 @@ class Config:
 
 
 CONFIG = Config()
-# what `gpu_check_bwd --only tune` times and tests/test_attention_hopper_bwd.py compiles: the ring
-# depths and dQ consumer counts, then each producer-warpgroup flag beside the default and its
-# ring depths (the dQ flag takes two consumers), then both flags at once
-SWEEP = (*(Config(ks, qs, qc) for ks in (2, 3) for qs in (2, 3, 4) for qc in (1, 2)),
-         *(Config(ks, 4, 2, dkdv_producer_warpgroup=True) for ks in (2, 3)),
-         *(Config(2, qs, 2, dq_producer_warpgroup=True) for qs in (2, 3, 4)),
-         Config(2, 4, 2, dkdv_producer_warpgroup=True, dq_producer_warpgroup=True))
 
 
 def compile_kernel(kernel: str, dtype: torch.dtype = torch.bfloat16, d: int = 128,

@@ -1,7 +1,6 @@
 """One GPU session for the Hopper backward: check every gradient, then time forward + backward.
 
     python -m kernels.attention.hopper.gpu_check_bwd [--only check time tune] [--debug dkdv|dq]
-                                                     [--config FIELD=VALUE ...]
 
 ``check`` runs each shape in a child process of its own (an illegal address or a trapped
 barrier wait there cannot hide the other shapes' results; a wait longer than the kernels'
@@ -14,23 +13,18 @@ forward's; ``O``, ``dQ``, ``dK``, ``dV``: the largest absolute error against flo
 autograd relative to the largest exact value (``autograd.gradient_errors``), SDPA's own beside
 it; ``ok`` when each is within the tests' tolerance (3e-2 bf16, 1e-2 fp16) or 2x SDPA's, and
 lse2 within 1e-3. ``--debug dkdv`` (or ``dq``) launches that backward kernel alone: the other's
-gradients print as NaN, so a wrong line says which kernel to read. ``--config`` sets fields of
-``bwd.Config`` for ``check`` and for ``time``'s backward-alone lines (``--config
-dkdv_producer_warpgroup=1 dq_producer_warpgroup=1`` checks both producer-warpgroup flags); the
-registered provider that ``time``'s forward + backward lines run keeps ``bwd.CONFIG``.
+gradients print as NaN, so a wrong line says which kernel to read.
 
 ``time`` measures forward + backward at B=4 H=16 D=128 bf16, S = 4096 and 8192, causal and not,
 for SDPA's cuDNN and flash backends, the Triton autograd function and ``("attention", "wgmma")``
 (``kernels.attention.bench.measure``: interleaved rounds, medians, TFLOP/s counting a backward
 as 2.5 forwards), then the backward alone (given O and lse2) against the Triton backward's.
-``tune`` times the backward alone for a few ring depths and dQ consumer counts, then the
-producer-warpgroup flags beside the default ``Config(2, 4, 2)`` (attention_bwd.cu's header).
+``tune`` times the backward alone for a few ring depths and dQ consumer counts.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import subprocess
 import sys
@@ -50,35 +44,10 @@ SHAPES = [(1, 2, 128, 128, 64, False), (2, 3, 77, 77, 64, True), (1, 2, 130, 130
 TIMED = ((4, 16, 4096, 128), (4, 16, 8192, 128))
 
 
-def parse_config(fields: list[str]):
-    """``bwd.Config`` from ``FIELD=VALUE`` words (ints; a flag takes 0/1 or false/true);
-    ValueError naming what is wrong."""
-    from kernels.attention.hopper import bwd
-
-    types = {f.name: f.type for f in dataclasses.fields(bwd.Config)}
-    values: dict[str, object] = {}
-    for word in fields:
-        name, _, text = word.partition("=")
-        if name not in types or not text:
-            raise ValueError(f"--config expected FIELD=VALUE with FIELD one of {list(types)}, "
-                             f"got {word!r}")
-        if types[name] in (bool, "bool"):
-            if text.lower() not in ("0", "1", "false", "true"):
-                raise ValueError(f"--config {name} expected 0, 1, false or true, got {text!r}")
-            values[name] = text.lower() in ("1", "true")
-        elif text.isdigit():
-            values[name] = int(text)
-        else:
-            raise ValueError(f"--config {name} expected a whole number, got {text!r}")
-    return bwd.Config(**values)
-
-
-def _debug_function(only: str | None, config=None):
+def _debug_function(only: str | None):
     """``attention(q, k, v, causal)`` through the Hopper forward and backward; ``only`` runs
-    one backward kernel (bwd.backward's switch), ``config`` its Config (bwd.CONFIG if None)."""
+    one backward kernel (bwd.backward's switch)."""
     from kernels.attention.hopper import bwd
-
-    config = config or bwd.CONFIG
 
     class Debug(torch.autograd.Function):
         @staticmethod
@@ -91,13 +60,12 @@ def _debug_function(only: str | None, config=None):
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
-            return (*bwd.backward(q, k, v, o, lse, do, ctx.causal, config=config, only=only),
-                    None)
+            return (*bwd.backward(q, k, v, o, lse, do, ctx.causal, only=only), None)
 
     return lambda q, k, v, causal=False: Debug.apply(q, k, v, causal)
 
 
-def check_case(index: int, only: str | None, config=None) -> int:
+def check_case(index: int, only: str | None) -> int:
     """One shape in both dtypes; the number of failing lines."""
     from kernels.attention import autograd, triton_fwd
     from kernels.attention.hopper import bwd
@@ -118,8 +86,7 @@ def check_case(index: int, only: str | None, config=None) -> int:
             _, want = triton_fwd.forward(q, k, v, causal)
             torch.cuda.synchronize()
             lse_err = (lse - want).abs().max().item()
-            found = autograd.gradient_errors(q, k, v, causal,
-                                             fns={"wgmma": _debug_function(only, config)})
+            found = autograd.gradient_errors(q, k, v, causal, fns={"wgmma": _debug_function(only)})
             torch.cuda.synchronize()
             ours, sdpa = found["wgmma"], found["sdpa"]
             ok = lse_err <= LSE_TOL and all(
@@ -135,14 +102,12 @@ def check_case(index: int, only: str | None, config=None) -> int:
     return bad
 
 
-def check(only: str | None, config_words: list[str]) -> int:
-    """Every shape, each in a child process (given the same ``--config``); the number of
-    failures."""
+def check(only: str | None) -> int:
+    """Every shape, each in a child process; the number of failures."""
     bad = 0
     for index in range(len(SHAPES)):
         command = [sys.executable, "-m", "kernels.attention.hopper.gpu_check_bwd", "--case",
-                   str(index)] + (["--debug", only] if only else []) + (
-                       ["--config", *config_words] if config_words else [])
+                   str(index)] + (["--debug", only] if only else [])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
@@ -178,7 +143,7 @@ def _backward_alone(shape, causal, config=None):
     return ours, theirs
 
 
-def time_all(config=None) -> None:
+def time_all() -> None:
     from kernels.attention import bench
 
     providers = ["sdpa_cudnn", "sdpa_flash", "triton", "wgmma"]
@@ -191,7 +156,7 @@ def time_all(config=None) -> None:
                                    if p in by and p != name)
                 print(f"  fwd+bwd {shape} causal={causal!s:5s} {name:10s} {value:6.0f} TFLOP/s"
                       f"  {ratios}", flush=True)
-            ours, theirs = _backward_alone(shape, causal, config)
+            ours, theirs = _backward_alone(shape, causal)
             print(f"  bwd alone {shape} causal={causal!s:5s} wgmma {ours:.3f} ms, triton "
                   f"{theirs:.3f} ms: {theirs / ours:.2f}x triton's speed", flush=True)
 
@@ -199,8 +164,9 @@ def time_all(config=None) -> None:
 def tune() -> None:
     from kernels.attention.hopper import bwd
 
+    candidates = [bwd.Config(ks, qs, qc) for ks in (2, 3) for qs in (2, 3, 4) for qc in (1, 2)]
     for causal in (False, True):
-        for c in bwd.SWEEP:
+        for c in candidates:
             try:
                 ours, theirs = _backward_alone(TIMED[0], causal, c)
                 print(f"  {c} causal={causal!s:5s} {ours:.3f} ms ({theirs / ours:.2f}x triton)",
@@ -214,27 +180,20 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", default=["check", "time"], choices=PARTS)
     parser.add_argument("--debug", choices=("dkdv", "dq"), default=None)
-    parser.add_argument("--config", nargs="*", default=[], metavar="FIELD=VALUE",
-                        help="bwd.Config fields for check and time's backward alone")
     parser.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    try:
-        config = parse_config(args.config)
-    except ValueError as err:
-        parser.error(str(err))
     if args.case is not None:  # a child of check()
-        return 1 if check_case(args.case, args.debug, config) else 0
+        return 1 if check_case(args.case, args.debug) else 0
     from course_utils import env
 
     print(env.environment_line(), flush=True)
-    print(f"config: {config}", flush=True)
     for part in args.only:
         print(f"=== {part}", flush=True)
         try:
             if part == "check":
-                check(args.debug, args.config)
+                check(args.debug)
             elif part == "time":
-                time_all(config)
+                time_all()
             else:
                 tune()
         except Exception:

@@ -21,9 +21,10 @@ TARGET = 0.85  # x SDPA's cuDNN backend, forward, D = 128, S = 4096 ... 16384
 BACKWARD_TARGET = 1.0  # x cuDNN's forward + backward, same problems (issue 34)
 # what the H100's runs found limits the backward (attention_bwd.cu's header says more)
 BACKWARD_LIMIT = ("two kernels recompute S = QKᵀ and dP = dO Vᵀ (7 matmuls per block pair where "
-                  "one kernel summing dQ through atomics has 5), one thread refills the dK/dV "
-                  "kernel's ring so its two warpgroups wait on each other, and the dQ kernel "
-                  "waits for each tile's dQ before the next tile's matmuls")
+                  "one kernel summing dQ through atomics has 5); producer warpgroups for both "
+                  "kernels (the dK/dV ring no longer refilled by a consumer, dQ overlapped with "
+                  "the next tile) were correct and no faster (git 086fc23, docs/results/nvidia-"
+                  "h100-80gb-hbm3-hopper-bwd-warpgroups-086fc23.log)")
 RECORDED = "nvidia-h100-80gb-hbm3"
 
 
