@@ -159,20 +159,22 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
 
 
 class HopperAttention(torch.autograd.Function):
-    """The Hopper forward keeping ``O`` and ``lse2``; the Hopper backward."""
+    """The Hopper forward keeping ``O`` and ``lse2``; the Hopper backward.
+    ``HopperAttention.apply(q, k, v, causal, only=None)``: ``only`` runs one backward kernel
+    (:func:`backward`'s switch, for debugging)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal):
+    def forward(ctx, q, k, v, causal, only=None):
         o, lse = forward(q, k, v, causal)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
+        ctx.causal, ctx.only = causal, only
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal)
-        return dq, dk, dv, None
+        dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal, only=ctx.only)
+        return dq, dk, dv, None, None
 
 
 def differentiable(q, k, v, causal=False, window=None):

@@ -49,20 +49,7 @@ def _debug_function(only: str | None):
     one backward kernel (bwd.backward's switch)."""
     from kernels.attention.hopper import bwd
 
-    class Debug(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, causal):
-            o, lse = bwd.forward(q, k, v, causal)
-            ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal = causal
-            return o
-
-        @staticmethod
-        def backward(ctx, do):
-            q, k, v, o, lse = ctx.saved_tensors
-            return (*bwd.backward(q, k, v, o, lse, do, ctx.causal, only=only), None)
-
-    return lambda q, k, v, causal=False: Debug.apply(q, k, v, causal)
+    return lambda q, k, v, causal=False: bwd.HopperAttention.apply(q, k, v, causal, only)
 
 
 def check_case(index: int, only: str | None) -> int:
