@@ -3,7 +3,7 @@
 * ``attention.cu``: the kernel, one template whose flags make the four steps;
 * ``attention.cuh``: what it adds to lesson 07's ``hopper.cuh`` (``wgmma`` with A in registers,
   the descriptor of an MN-major tile, m64n64, named barriers for the ping-pong);
-* :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching, registration;
+* :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching;
 * ``attention_bwd.cu`` and :mod:`~kernels.attention.hopper.bwd`: the backward (a dK/dV kernel
   and a dQ kernel from the forward's two ``wgmma`` forms) and the autograd Function that makes
   ``("attention", "wgmma")`` differentiable; ``gpu_check_bwd.py`` checks and times it on a GPU;
@@ -11,12 +11,14 @@
   07's Gantt chart (softmax and the ping-pong's turns added);
 * :mod:`~kernels.attention.hopper.targets`: its target against SDPA's cuDNN backend, read from
   ``make bench``'s records, and its timelines saved for CPU students;
+* :mod:`~kernels.attention.hopper.registration`: what the registry gets (the steps, the
+  last one with the backward);
 * ``gpu_run.py``: one GPU session (checks, timings, timeline, Nsight Compute) into a folder.
 
 Importing registers ``("attention", "wgmma")`` (the last step, with the backward) and
 ``("attention", "wgmma", "step<N>")``; nothing is compiled until a kernel is first called.
 """
 
-from kernels.attention.hopper import fwd
+from kernels.attention.hopper import registration
 
-fwd.register_all()
+registration.register_all()

@@ -9,9 +9,9 @@ cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesso
 
 Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H, Sk, D),
 contiguous, bf16 or fp16, D = 64 or 128; the output is (B, H, Sq, D) in their dtype.
-Registered as ``("attention", "wgmma")`` (the last step, differentiable: ``bwd.py`` adds the
-backward) and ``("attention", "wgmma", "step<N>")`` for the others; ``supports()`` says in
-plain words what a problem or GPU lacks.
+Registered (``registration.py``) as ``("attention", "wgmma")`` (the last step, differentiable:
+``bwd.py`` adds the backward) and ``("attention", "wgmma", "step<N>")`` for the others;
+``supports()`` says in plain words what a problem or GPU lacks.
 """
 
 from __future__ import annotations
@@ -214,32 +214,3 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if why := reason(q, k, v, causal):
         raise ValueError(f"wgmma attention [{s.name}]: {why}")
     return _run(q, k, v, causal, s=s)
-
-
-def _differentiable():
-    from kernels.attention.hopper import bwd  # (bwd imports this module)
-
-    return bwd.differentiable
-
-
-def register_all() -> list:
-    """``("attention", "wgmma")``: the last step, differentiable with the Hopper backward
-    (``bwd.py``); ``("attention", "wgmma", "step<N>")``: the others, forward only, so each
-    joins the matrix test, the sanitizer and the lesson's tables."""
-    from kernels.registry import register
-
-    registered = []
-    for s in STEPS.values():
-        trains = {"backward": "kernels/attention/hopper/attention_bwd.cu"} if s is BEST else {}
-        registered.append(register(
-            "attention", "wgmma", None if s is BEST else s.name,
-            build=_differentiable if s is BEST else lambda _s=s: functools.partial(_run, s=_s),
-            dtypes=tuple(DTYPES), devices=("cuda",), contiguous=True,
-            needs=("cuda", "nvrtc"), min_capability=(9, 0), check=reason,
-            meta={"fused": True, "head_dims": HEAD_DIMS, "step": s.number, "idea": s.idea,
-                  "block": (s.block_m, s.bn), "stages": s.stages, "consumers": s.consumers,
-                  "source": "kernels/attention/hopper/attention.cu",
-                  "kernel": s.template(128), **trains},
-            description=f"Hopper forward (TMA, wgmma) {s.name}: {s.idea}"
-                        + (", and its backward (dK/dV, dQ)" if trains else "")))
-    return registered
