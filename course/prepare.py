@@ -69,8 +69,8 @@ def _tensor_core_kernels() -> str:
     """Lessons 05-07 and 12 compile one program per variant and configuration: every mma.sync
     variant at its default tiles, what lessons 05 and 06's cells compile (the steps' census;
     mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
-    build (sm_90a), and lesson 12's Hopper attention steps."""
-    from kernels.attention.hopper import fwd
+    build (sm_90a), and lesson 12's Hopper attention steps and backward."""
+    from kernels.attention.hopper import bwd, fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
 
@@ -78,7 +78,7 @@ def _tensor_core_kernels() -> str:
     done = mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in mma.VARIANTS], arch)
     lesson = bench_mma.lecture_programs()
     hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
-    attention = fwd.compile_all() if arch in (None, "sm_90") else []
+    attention = [*fwd.compile_all(), *bwd.compile_all()] if arch in (None, "sm_90") else []
     return (f"{len(done)} mma.sync variants, {lesson} programs of lessons 05-06, "
             f"{len(hopper)} Hopper matmul and {len(attention)} Hopper attention programs cached")
 
