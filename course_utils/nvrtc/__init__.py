@@ -35,7 +35,7 @@ The package, by responsibility (import from ``course_utils.nvrtc``; the names be
 * :mod:`~course_utils.nvrtc.source`: reading a ``.cu`` file, the marker split, the generated
   header, the IDE header's example values;
 * :mod:`~course_utils.nvrtc.compiler`: compiling (:func:`compile`, :class:`Compiled`,
-  :class:`CompileError`) and what this NVRTC can do;
+  :class:`CompileError`, :func:`compile_in_threads`) and what this NVRTC can do;
 * :mod:`~course_utils.nvrtc.cache`: the memory and disk caches;
 * :mod:`~course_utils.nvrtc.launch`: loading and launching (:func:`load`, :class:`Kernel`);
 * :mod:`~course_utils.nvrtc.torch_compat`: PyTorch's own, private NVRTC path
@@ -53,6 +53,7 @@ from course_utils.nvrtc.compiler import (
     Compiled,
     CompileError,
     compile,
+    compile_in_threads,
     include_dirs,
     normalize_arch,
     supported_archs,
@@ -91,7 +92,8 @@ __all__ = [
     "MARKER", "local_includes", "required_arch",
     "ArgPacker", "CompileError", "Compiled", "Kernel", "Launcher", "NoGPUError", "Param",
     "Prepared", "Source",
-    "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile", "compiler",
+    "assemble", "cache", "cache_dir", "check_args", "clear_memory_cache", "compile",
+    "compile_in_threads", "compiler",
     "device_capability", "device_properties", "examples", "generate_header", "ide_defines",
     "include_dirs", "kernel", "kernel_sources", "launch", "library_path", "load", "normalize_arch",
     "parameters", "read_source", "source", "supported_archs", "torch_compat", "unavailable_reason",

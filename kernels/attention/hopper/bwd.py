@@ -89,12 +89,9 @@ def compile_kernel(kernel: str, dtype: torch.dtype = torch.bfloat16, d: int = 12
 
 def compile_all(arch: str = fwd.ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
     """Both kernels in every dtype and head dim, in parallel threads."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    jobs = [(kernel, t, d) for kernel in KERNELS for t in fwd.DTYPES for d in fwd.HEAD_DIMS]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda job: compile_kernel(*job, arch=arch, verbose=False), jobs))
+    return nvrtc.compile_in_threads(
+        [lambda k=k, t=t, d=d: compile_kernel(k, t, d, arch=arch, verbose=False)
+         for k in KERNELS for t in fwd.DTYPES for d in fwd.HEAD_DIMS], workers)
 
 
 # the backward takes exactly the problems the forward takes (same tiles, TMA boxes, dtypes)

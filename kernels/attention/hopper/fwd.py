@@ -113,15 +113,11 @@ def compile_step(s: int | Step, dtype: torch.dtype = torch.bfloat16, d: int = 12
 def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
     """Every step, dtype and head dim, and the timeline builds the lesson draws, in parallel
     threads: what ``make prepare`` caches before a lecture."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
     jobs = [lambda s=s, t=t, d=d: compile_step(s, t, d, arch=arch, verbose=False)
             for s in STEPS.values() for t in DTYPES for d in HEAD_DIMS]
     jobs += [lambda s=s: compile_step(s, torch.bfloat16, 128, arch=arch, timeline=True,
                                       verbose=False) for s in STEPS.values()]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda job: job(), jobs))
+    return nvrtc.compile_in_threads(jobs, workers)
 
 
 # -- what a GPU and a problem allow -----------------------------------------------------------

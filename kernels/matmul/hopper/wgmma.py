@@ -242,11 +242,7 @@ def compile_step(s: int | Step, v: str | Variant, *, timeline: bool = False,
 
 def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
     """Every step and tile candidate in every variant, the ceilings and the TIMELINE builds the
-    lesson uses, in parallel threads (NVRTC is thread-safe and ctypes lets go of the GIL while
-    it compiles): what ``make prepare`` caches before a lecture."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
+    lesson uses, in parallel threads: what ``make prepare`` caches before a lecture."""
     from kernels.matmul.hopper import ceiling, tiles
 
     steps = [*STEPS.values(), *(c.step for c in tiles.CANDIDATES[1:])]  # [0] is step 4
@@ -255,8 +251,7 @@ def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Comp
     jobs += [lambda s=s: compile_step(s, "bf16", arch=arch, timeline=True, verbose=False)
              for s in STEPS.values()]
     jobs += [lambda v=v: ceiling.compile_ceiling(v, arch=arch, verbose=False) for v in VARIANTS]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda job: job(), jobs))
+    return nvrtc.compile_in_threads(jobs, workers)
 
 
 # -- what a GPU and a problem allow -----------------------------------------------------------
