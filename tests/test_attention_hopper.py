@@ -34,7 +34,7 @@ def test_census(number, dtype, d):
     s = fwd.step(number)
     boxes = d // 64
     # QKᵀ: 4 k16 steps per 128-byte box; PV: one k16 step per 16 keys (twice: the loop's tail)
-    assert census["HGMMA"] >= 4 * boxes + s.bn // 16, census
+    assert census["HGMMA"] >= 4 * boxes + s.key_tile(d) // 16, census
     assert census["HMMA"] == 0, census
     assert census["UTMALDG"] >= boxes * (s.consumers + 2), census
     assert census["SYNCS"] > 0 and census["LDL"] == census["STL"] == 0, census

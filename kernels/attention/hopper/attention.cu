@@ -11,8 +11,9 @@
 //   step 3  within a warpgroup, the software pipeline: tile n's S = Q K^T and tile n-1's
 //           O += P V are issued together, and the softmax of tile n runs while the tensor cores
 //           still work on P V. S of one tile, P of the last and O are then live at once: with
-//           128-key tiles that is more than the 168 registers a thread gets (below), so the
-//           overlapped steps use 64-key tiles
+//           128-key tiles at D = 128 that is more than the 168 registers a thread gets (below),
+//           so the overlapped steps use 64-key tiles there; at D = 64, O is half as big and
+//           128-key tiles fit (fwd.Step.key_tile)
 //   step 4  across warpgroups, the ping-pong: named barriers make the two consumers take turns
 //           at the tensor cores, so one's softmax runs while the other's matmuls do
 //

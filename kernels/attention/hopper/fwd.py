@@ -44,10 +44,15 @@ class Step:
     number: int
     idea: str
     consumers: int  # warpgroups of 64 query rows each
-    bn: int  # keys per tile
+    bn: int  # keys per tile (at D = 128)
     stages: int  # ring slots of (K tile, V tile)
     overlap: bool  # software pipeline in a warpgroup: softmax of tile n during P V of n - 1
     pingpong: bool  # two warpgroups take turns at the tensor cores
+    bn_d64: int | None = None  # keys per tile at D = 64, where it differs: O is half as big
+
+    def key_tile(self, d: int) -> int:
+        """Keys per tile at head dim ``d``: the registers decide it (attention.cu's header)."""
+        return self.bn_d64 if d == 64 and self.bn_d64 else self.bn
 
     @property
     def name(self) -> str:
@@ -63,11 +68,12 @@ class Step:
 
     def template(self, d: int) -> str:
         flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong))
-        return f"attention_fwd<{d}, {self.bn}, {self.stages}, {self.consumers}, {flags}>"
+        return (f"attention_fwd<{d}, {self.key_tile(d)}, {self.stages}, {self.consumers}, "
+                f"{flags}>")
 
     def shared_bytes(self, d: int) -> int:
         """Q tile, then the ring (a K and a V tile per slot), plus 1 KB to align to 1024."""
-        return (self.block_m + 2 * self.stages * self.bn) * d * 2 + 1024
+        return (self.block_m + 2 * self.stages * self.key_tile(d)) * d * 2 + 1024
 
     def grid(self, heads: int, sq: int) -> int:
         return heads * -(-sq // self.block_m)
@@ -80,11 +86,11 @@ STEPS: dict[int, Step] = {s.number: s for s in (
     Step(2, "two consumer warpgroups share every K and V tile: half the loads per query",
          consumers=2, bn=128, stages=2, overlap=False, pingpong=False),
     Step(3, "in each warpgroup, tile n's softmax runs while tile n-1's PV is on the tensor "
-         "cores (64-key tiles: the registers of three tiles must fit)", consumers=2, bn=64,
-         stages=4, overlap=True, pingpong=False),
+         "cores (64-key tiles at D = 128, 128 at D = 64: the registers of three tiles must "
+         "fit)", consumers=2, bn=64, stages=4, overlap=True, pingpong=False, bn_d64=128),
     Step(4, "ping-pong: the two warpgroups take turns at the tensor cores, one's softmax "
          "beside the other's matmuls", consumers=2, bn=64, stages=4, overlap=True,
-         pingpong=True),
+         pingpong=True, bn_d64=128),
 )}
 BEST = STEPS[max(STEPS)]
 
@@ -183,8 +189,9 @@ def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cau
     b, h, sq, d = q.shape
     sk = k.shape[2]
     kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
-    maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), s.bn, "k"),
-            tma.encode(v.view(-1, d), s.bn, "v")]
+    bn = s.key_tile(d)
+    maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), bn, "k"),
+            tma.encode(v.view(-1, d), bn, "v")]
     kernel(*maps, out, _NO_POINTER if lse is None else lse, sq, sk, int(causal),
            LOG2E / math.sqrt(d),
            _NO_POINTER if timeline is None else timeline,

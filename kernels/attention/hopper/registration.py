@@ -28,7 +28,8 @@ def register_all() -> list:
             dtypes=tuple(DTYPES), devices=("cuda",), contiguous=True,
             needs=("cuda", "nvrtc"), min_capability=(9, 0), check=reason,
             meta={"fused": True, "head_dims": HEAD_DIMS, "step": s.number, "idea": s.idea,
-                  "block": (s.block_m, s.bn), "stages": s.stages, "consumers": s.consumers,
+                  "block": (s.block_m, s.bn), "keys_per_tile_d64": s.key_tile(64),
+                  "stages": s.stages, "consumers": s.consumers,
                   "source": "kernels/attention/hopper/attention.cu",
                   "kernel": s.template(128), **trains},
             description=f"Hopper forward (TMA, wgmma) {s.name}: {s.idea}"
