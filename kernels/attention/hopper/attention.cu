@@ -1,6 +1,6 @@
 // Attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V per (batch, head), in one
-// kernel template whose flags make the five steps of lesson 12. Read them in order; each adds
-// one idea of FlashAttention-3 to the one before.
+// kernel template whose flags make the four steps of lesson 08's Hopper section. Read them in
+// order; each adds one idea of FlashAttention-3 to the one before.
 //
 //   step 1  a producer WARP (one thread issues every TMA copy: Q once, then K and V tiles into
 //           a ring of STAGES slots guarded by full/empty mbarriers) and ONE consumer
@@ -16,12 +16,6 @@
 //           128-key tiles fit (fwd.Step.key_tile)
 //   step 4  across warpgroups, the ping-pong: named barriers make the two consumers take turns
 //           at the tensor cores, so one's softmax runs while the other's matmuls do
-//   step 5  persistent: one block per SM walks the work tiles in turn. A block of steps 1-4
-//           loads Q, waits for it, then stores O and ends, and its SM waits for the next block
-//           to start and load; here the producer loads the next tile's Q as soon as the
-//           consumers' last S = Q K^T is done (a q_empty barrier) and its K and V as ring slots
-//           free, all during this tile's last P V and its epilogue. The ring and the ping-pong's
-//           turns run on across tiles
 //
 // Why a producer warp and not lesson 07's producer warpgroup with setmaxnreg: 9 or 12 warps on
 // an SM's 4 schedulers put 3 on one of them, so the launch bound gives ptxas 168 registers a
@@ -41,12 +35,12 @@
 // past Sq are computed and not stored. causal masks key j > query i (top-left, as SDPA).
 //
 // Built by kernels/attention/hopper/fwd.py with course_utils.nvrtc for sm_90a; the head dim and
-// the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true, false> is
-// step 4 at D = 128), the element type and the debug flags come from the generated header
-// (lesson 07's wgmma.defines). Everything above the marker is for the editor.
+// the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true> is step 4 at
+// D = 128), the element type and the debug flags come from the generated header (lesson 07's
+// wgmma.defines). Everything above the marker is for the editor.
 //
 // nvrtc arch: sm_90a
-// nvrtc example: attention_fwd<128, 64, 4, 2, true, true, true>
+// nvrtc example: attention_fwd<128, 64, 4, 2, true, true>
 #include <cuda/std/cstdint>
 #include <cuda/std/type_traits>
 #include <cuda_bf16.h>
@@ -64,16 +58,15 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma, timeline
 #include "attention.cuh"                   // wgmma with A in registers, V's descriptor, turns
 
-template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG, bool PERSISTENT>
+template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG>
 __global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
               const __grid_constant__ CUtensorMap tma_v, out_t* __restrict__ out,
-              float* __restrict__ lse, int heads, int sq, int sk, int causal, float scale_log2,
+              float* __restrict__ lse, int sq, int sk, int causal, float scale_log2,
               u64* timeline) {
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(!PINGPONG || (CONSUMERS == 2 && OVERLAP), "the ping-pong takes turns of step 3");
-    static_assert(!PERSISTENT || PINGPONG, "step 5 makes step 4 persistent");
     constexpr int BM = 64 * CONSUMERS;                       // query rows per block
     constexpr int BOXES = D * int(sizeof(a_t)) / K_TILE;     // 128-byte boxes per row: 1 or 2
     constexpr int Q_BYTES = BM * D * int(sizeof(a_t));
@@ -82,34 +75,22 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     extern __shared__ char raw[];
     char* q_tile = aligned_smem(raw);  // [BOXES][BM rows][128 bytes]
     char* ring = q_tile + Q_BYTES;     // STAGES x ([BOXES][BN][128] of K, then of V)
-    __shared__ u64 q_full, q_empty, k_full[STAGES], v_full[STAGES], empty[STAGES];
+    __shared__ u64 q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
     Timeline tl{timeline};
 
-    // work tile w: query tile w % q_tiles of head w / q_tiles (causal: the longest tiles first).
-    // Tiles that run at the same time are neighbours: with the query tiles of one head side by
-    // side they read the same K and V, which then come from L2 (heads side by side: from DRAM).
-    // Steps 1-4 launch a block per tile; step 5 launches one block per SM, and each walks the
-    // tiles w = blockIdx.x, blockIdx.x + gridDim.x, ... (kernels/attention/hopper/fwd.py sizes
-    // the grid), so the producer loads the next tile's Q, K and V while the consumers finish
-    // this one, and no block starts or ends in between.
-    const int q_tiles = (sq + BM - 1) / BM, tiles = heads * q_tiles;
-    const int first = blockIdx.x, stride = PERSISTENT ? gridDim.x : tiles;
-    // (steps 1-4: one tile, as the compiler can see, so the loops below fold away)
-    auto more = [&](int w, int i) { return (PERSISTENT || i == 0) && w < tiles; };
-    int bh, m0, kv_end, n_tiles;
-    auto locate = [&](int w) {
-        bh = w / q_tiles;
-        const int order = w % q_tiles;
-        m0 = (causal ? q_tiles - 1 - order : order) * BM;
-        kv_end = causal ? min(sk, m0 + BM) : sk;  // keys past the tile's last query: none
-        n_tiles = (kv_end + BN - 1) / BN;
-    };
+    // block b: query tile b % q_tiles of head b / q_tiles (causal: the longest tiles first).
+    // Neighbouring blocks run at the same time: with the query tiles of one head side by side,
+    // they read the same K and V, which then come from L2 (heads side by side: from DRAM)
+    const int q_tiles = (sq + BM - 1) / BM;
+    const int bh = blockIdx.x / q_tiles, order = blockIdx.x % q_tiles;
+    const int m0 = (causal ? q_tiles - 1 - order : order) * BM;
+    const int kv_end = causal ? min(sk, m0 + BM) : sk;  // keys past the block's last query: none
+    const int n_tiles = (kv_end + BN - 1) / BN;
     // warpgroups 0..CONSUMERS-1 consume; the last warp produces (timeline rows: producer 0,
     // consumer c at c + 1)
     const int consumer = threadIdx.x / WARPGROUP, role = (consumer + 1) % (CONSUMERS + 1);
     if (threadIdx.x == 0) {
         mbar_init(&q_full, 1);
-        mbar_init(&q_empty, CONSUMERS * WARPGROUP / 32);  // each consumer warp is done with Q
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&k_full[s], 1);
             mbar_init(&v_full[s], 1);
@@ -122,39 +103,32 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     // ---- the producer: one thread, Q once, then K and V tile by tile into the ring ----------
     if (consumer == CONSUMERS) {
         if (threadIdx.x != CONSUMERS * WARPGROUP) return;
-        int loaded = 0;  // K/V tiles this block has loaded: the ring's position and phase
-        for (int w = first, i = 0; more(w, i); w += stride, ++i) {
-            locate(w);
-            u64 t0 = now();
-            if (i > 0) mbar_wait(&q_empty, (i - 1) & 1);  // the consumers are done with Q
-            mbar_expect_bytes(&q_full, Q_BYTES);
-            for (int c = 0; c < CONSUMERS; ++c) {
-                for (int b = 0; b < BOXES; ++b) {
-                    tma_load(q_tile + (b * BM + c * 64) * K_TILE, tma_q, b * K_TILE,
-                             bh * sq + m0 + c * 64, &q_full);
-                }
+        u64 t0 = now();
+        mbar_expect_bytes(&q_full, Q_BYTES);
+        for (int c = 0; c < CONSUMERS; ++c) {
+            for (int b = 0; b < BOXES; ++b) {
+                tma_load(q_tile + (b * BM + c * 64) * K_TILE, tma_q, b * K_TILE,
+                         bh * sq + m0 + c * 64, &q_full);
             }
-            tl.record(0, LOAD, 0, 0, t0, now());
-            for (int n = 0; n < n_tiles; ++n, ++loaded) {
-                const int s = loaded % STAGES;
-                t0 = now();
-                // first pass: fresh barriers let us in
-                mbar_wait(&empty[s], ((loaded / STAGES) & 1) ^ 1);
-                const u64 t1 = now();
-                char* slot = ring + s * SLOT;
-                mbar_expect_bytes(&k_full[s], KV_BYTES);
-                for (int b = 0; b < BOXES; ++b) {
-                    tma_load(slot + b * BN * K_TILE, tma_k, b * K_TILE, bh * sk + n * BN,
-                             &k_full[s]);
-                }
-                mbar_expect_bytes(&v_full[s], KV_BYTES);
-                for (int b = 0; b < BOXES; ++b) {
-                    tma_load(slot + KV_BYTES + b * BN * K_TILE, tma_v, b * K_TILE,
-                             bh * sk + n * BN, &v_full[s]);
-                }
-                tl.record(0, WAIT_SLOT, s, n, t0, t1);
-                tl.record(0, LOAD, s, n, t1, now());
+        }
+        tl.record(0, LOAD, 0, 0, t0, now());
+        for (int n = 0; n < n_tiles; ++n) {
+            const int s = n % STAGES;
+            t0 = now();
+            mbar_wait(&empty[s], ((n / STAGES) & 1) ^ 1);  // first pass: fresh barriers let us in
+            const u64 t1 = now();
+            char* slot = ring + s * SLOT;
+            mbar_expect_bytes(&k_full[s], KV_BYTES);
+            for (int b = 0; b < BOXES; ++b) {
+                tma_load(slot + b * BN * K_TILE, tma_k, b * K_TILE, bh * sk + n * BN, &k_full[s]);
             }
+            mbar_expect_bytes(&v_full[s], KV_BYTES);
+            for (int b = 0; b < BOXES; ++b) {
+                tma_load(slot + KV_BYTES + b * BN * K_TILE, tma_v, b * K_TILE, bh * sk + n * BN,
+                         &v_full[s]);
+            }
+            tl.record(0, WAIT_SLOT, s, n, t0, t1);
+            tl.record(0, LOAD, s, n, t1, now());
         }
         return;
     }
@@ -162,19 +136,19 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     // ---- a consumer: 64 query rows; thread t holds rows row and row + 8 of them --------------
     const int t = threadIdx.x % WARPGROUP, lane = t % 32;
     const bool leader = t == 0, warp_leader = lane == 0;
-    int row;  // the query of rows [0] (set for each work tile)
+    const int row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;  // the query of rows [0]
     const char* q_rows = q_tile + consumer * 64 * K_TILE;
     float s_acc[BN / 2];  // S = Q K^T of one tile (then P, exponentiated in place)
     float o[D / 2];       // O, unnormalised
     u32 p[BN / 16][4];    // P in 16 bits: wgmma's A operand, 16 keys per k step
-    float m_run[2], l_run[2], corr[2];
-    // K/V tile n of this work tile is the block's tile base + n: its ring slot and phase
-    int base = 0;
-    auto slot = [&](int n) { return ring + ((base + n) % STAGES) * SLOT; };
+    float m_run[2] = {-INF, -INF}, l_run[2] = {0.f, 0.f}, corr[2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    auto slot = [&](int n) { return ring + (n % STAGES) * SLOT; };
 
     // S = Q K^T: 4 wgmma per 128-byte box of D (k16 each), both operands K-major in shared memory
     auto issue_s = [&](int n) {
-        mbar_wait(&k_full[(base + n) % STAGES], ((base + n) / STAGES) & 1);
+        mbar_wait(&k_full[n % STAGES], (n / STAGES) & 1);
         wgmma_fence();
 #pragma unroll
         for (int b = 0; b < BOXES; ++b) {
@@ -184,7 +158,7 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     };
     // O += P V: BN / 16 wgmma, A = P from registers, B = V (MN-major) from shared memory
     auto issue_pv = [&](int n) {
-        mbar_wait(&v_full[(base + n) % STAGES], ((base + n) / STAGES) & 1);
+        mbar_wait(&v_full[n % STAGES], (n / STAGES) & 1);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -194,10 +168,7 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
         wgmma_commit();
     };
     auto release = [&](int n) {  // this warp is done with tile n's K and V
-        if (warp_leader) mbar_arrive(&empty[(base + n) % STAGES]);
-    };
-    auto release_q_after = [&](int n) {  // S of tile n is done: the last one frees Q (step 5)
-        if (n == n_tiles - 1 && warp_leader) mbar_arrive(&q_empty);
+        if (warp_leader) mbar_arrive(&empty[n % STAGES]);
     };
     // the online softmax of tile n, in place: s_acc becomes exp2(S * scale * log2 e - m), the
     // running max m and sum l are updated and corr says how much to shrink O by
@@ -242,128 +213,113 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
         }
     };
 
-    if constexpr (PINGPONG) {
-        if (consumer == 1) turn_pass(consumer);  // consumer 0 takes the first turn
-    }
-    for (int w = first, i = 0; more(w, i); w += stride, ++i) {
-        locate(w);
-        row = m0 + consumer * 64 + 16 * (t / 32) + lane / 4;
-        const bool final_tile = w + stride >= tiles;
-        for (int h = 0; h < 2; ++h) {
-            m_run[h] = -INF;
-            l_run[h] = 0.f;
-        }
-#pragma unroll
-        for (int j = 0; j < D / 2; ++j) o[j] = 0.f;
-        mbar_wait(&q_full, i & 1);
-        if constexpr (!OVERLAP) {
-            // steps 1-2: one thing at a time. S, wait, softmax, P V, wait.
-            for (int n = 0; n < n_tiles; ++n) {
-                const u64 t0 = now();
-                issue_s(n);
-                const u64 t1 = now();
-                wgmma_wait<0>();
-                release_q_after(n);
-                const u64 t2 = now();
-                softmax(n);
-                rescale_and_pack();
-                const u64 t3 = now();
-                issue_pv(n);
-                wgmma_wait<0>();
-                release(n);
-                if (leader) {
-                    tl.record(role, WAIT_DATA, n % STAGES, n, t0, t1);
-                    tl.record(role, COMPUTE, n % STAGES, n, t1, t2);
-                    tl.record(role, SOFTMAX, n % STAGES, n, t2, t3);
-                    tl.record(role, COMPUTE, n % STAGES, n, t3, now());
-                }
-            }
-        } else {
-            // steps 3-5: tile n's S and tile n-1's P V are issued together (one "turn" at the
-            // tensor cores); the softmax of tile n runs while P V is still in flight.
-            auto take_turn = [&]() {
-                if constexpr (PINGPONG) turn_wait(consumer);
-            };
-            auto end_turn = [&](bool last) {
-                // the other consumer's last turn is not waited for: consumer 1 skips its last pass
-                if constexpr (PINGPONG) {
-                    if (!(last && final_tile && consumer == 1)) turn_pass(consumer);
-                }
-            };
-            u64 t0 = now();
-            take_turn();
-            u64 t1 = now();
-            issue_s(0);
-            end_turn(false);
-            u64 t2 = now();
+    mbar_wait(&q_full, 0);
+    if constexpr (!OVERLAP) {
+        // steps 1-2: one thing at a time. S, wait, softmax, P V, wait.
+        for (int n = 0; n < n_tiles; ++n) {
+            const u64 t0 = now();
+            issue_s(n);
+            const u64 t1 = now();
             wgmma_wait<0>();
-            release_q_after(0);
-            u64 t3 = now();
-            softmax(0);
+            const u64 t2 = now();
+            softmax(n);
             rescale_and_pack();
+            const u64 t3 = now();
+            issue_pv(n);
+            wgmma_wait<0>();
+            release(n);
             if (leader) {
-                tl.record(role, WAIT_TURN, 0, 0, t0, t1);
-                tl.record(role, WAIT_DATA, 0, 0, t1, t2);
-                tl.record(role, COMPUTE, 0, 0, t2, t3);
-                tl.record(role, SOFTMAX, 0, 0, t3, now());
+                tl.record(role, WAIT_DATA, n % STAGES, n, t0, t1);
+                tl.record(role, COMPUTE, n % STAGES, n, t1, t2);
+                tl.record(role, SOFTMAX, n % STAGES, n, t2, t3);
+                tl.record(role, COMPUTE, n % STAGES, n, t3, now());
             }
-            for (int n = 1; n < n_tiles; ++n) {
-                t0 = now();
-                take_turn();
-                t1 = now();
-                issue_s(n);
-                issue_pv(n - 1);
-                end_turn(false);
-                t2 = now();
-                wgmma_wait<1>();  // S of tile n is done (P V of tile n - 1 may still run)
-                release_q_after(n);
-                t3 = now();
-                softmax(n);
-                const u64 t4 = now();
-                wgmma_wait<0>();  // P V of tile n - 1 is done: its slot is free, O is complete
-                release(n - 1);
-                rescale_and_pack();
-                if (leader) {
-                    tl.record(role, WAIT_TURN, n % STAGES, n, t0, t1);
-                    tl.record(role, WAIT_DATA, n % STAGES, n, t1, t2);
-                    tl.record(role, COMPUTE, n % STAGES, n, t2, t3);
-                    tl.record(role, SOFTMAX, n % STAGES, n, t3, t4);
-                    tl.record(role, COMPUTE, (n - 1) % STAGES, n - 1, t4, now());
-                }
+        }
+    } else {
+        // steps 3-4: tile n's S and tile n-1's P V are issued together (one "turn" at the tensor
+        // cores); the softmax of tile n runs while P V is still in flight.
+        if constexpr (PINGPONG) {
+            if (consumer == 1) turn_pass(consumer);  // consumer 0 takes the first turn
+        }
+        auto take_turn = [&]() {
+            if constexpr (PINGPONG) turn_wait(consumer);
+        };
+        auto end_turn = [&](bool last) {
+            // the other consumer's last turn is not waited for: consumer 1 skips its last pass
+            if constexpr (PINGPONG) {
+                if (!(last && consumer == 1)) turn_pass(consumer);
             }
+        };
+        u64 t0 = now();
+        take_turn();
+        u64 t1 = now();
+        issue_s(0);
+        end_turn(false);
+        u64 t2 = now();
+        wgmma_wait<0>();
+        u64 t3 = now();
+        softmax(0);
+        rescale_and_pack();
+        if (leader) {
+            tl.record(role, WAIT_TURN, 0, 0, t0, t1);
+            tl.record(role, WAIT_DATA, 0, 0, t1, t2);
+            tl.record(role, COMPUTE, 0, 0, t2, t3);
+            tl.record(role, SOFTMAX, 0, 0, t3, now());
+        }
+        for (int n = 1; n < n_tiles; ++n) {
             t0 = now();
             take_turn();
             t1 = now();
-            issue_pv(n_tiles - 1);
-            end_turn(true);
+            issue_s(n);
+            issue_pv(n - 1);
+            end_turn(false);
             t2 = now();
-            wgmma_wait<0>();
-            release(n_tiles - 1);
+            wgmma_wait<1>();  // S of tile n is done (P V of tile n - 1 may still run)
+            t3 = now();
+            softmax(n);
+            const u64 t4 = now();
+            wgmma_wait<0>();  // P V of tile n - 1 is done: its slot is free, O is complete
+            release(n - 1);
+            rescale_and_pack();
             if (leader) {
-                tl.record(role, WAIT_TURN, 0, n_tiles, t0, t1);
-                tl.record(role, COMPUTE, (n_tiles - 1) % STAGES, n_tiles - 1, t2, now());
+                tl.record(role, WAIT_TURN, n % STAGES, n, t0, t1);
+                tl.record(role, WAIT_DATA, n % STAGES, n, t1, t2);
+                tl.record(role, COMPUTE, n % STAGES, n, t2, t3);
+                tl.record(role, SOFTMAX, n % STAGES, n, t3, t4);
+                tl.record(role, COMPUTE, (n - 1) % STAGES, n - 1, t4, now());
             }
         }
-
-        // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
-        // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
-        // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
-        // from it (attention_bwd.cu). One thread of the four that share a row writes it.
-        fence_registers(o);
-        const u64 t0 = now();
-        float inv[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float l = quad_sum(l_run[h]);
-            inv[h] = l > 0.f ? 1.f / l : 0.f;
-            if (lse != nullptr && lane % 4 == 0 && row + 8 * h < sq) {
-                lse[i64(bh) * sq + row + 8 * h] = m_run[h] + log2f(l);
-            }
+        t0 = now();
+        take_turn();
+        t1 = now();
+        issue_pv(n_tiles - 1);
+        end_turn(true);
+        t2 = now();
+        wgmma_wait<0>();
+        release(n_tiles - 1);
+        if (leader) {
+            tl.record(role, WAIT_TURN, 0, n_tiles, t0, t1);
+            tl.record(role, COMPUTE, (n_tiles - 1) % STAGES, n_tiles - 1, t2, now());
         }
-#pragma unroll
-        for (int j = 0; j < D / 2; ++j) o[j] *= inv[(j / 2) % 2];
-        store_tile<D>(o, out + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
-        if (leader) tl.record(role, STORE, 0, n_tiles, t0, now());
-        base += n_tiles;
     }
+
+    // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
+    // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
+    // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
+    // from it (attention_bwd.cu). One thread of the four that share a row writes it.
+    fence_registers(o);
+    const u64 t0 = now();
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float l = quad_sum(l_run[h]);
+        inv[h] = l > 0.f ? 1.f / l : 0.f;
+        if (lse != nullptr && lane % 4 == 0 && row + 8 * h < sq) {
+            lse[i64(bh) * sq + row + 8 * h] = m_run[h] + log2f(l);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] *= inv[(i / 2) % 2];
+    store_tile<D>(o, out + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
+    if (leader) tl.record(role, STORE, 0, n_tiles, t0, now());
 }

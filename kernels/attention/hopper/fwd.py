@@ -49,7 +49,6 @@ class Step:
     overlap: bool  # software pipeline in a warpgroup: softmax of tile n during P V of n - 1
     pingpong: bool  # two warpgroups take turns at the tensor cores
     bn_d64: int | None = None  # keys per tile at D = 64, where it differs: O is half as big
-    persistent: bool = False  # one block per SM walks the work tiles
 
     def key_tile(self, d: int) -> int:
         """Keys per tile at head dim ``d``: the registers decide it (attention.cu's header)."""
@@ -68,7 +67,7 @@ class Step:
         return WARPGROUP * self.consumers + 32  # the consumers, then one producer warp
 
     def template(self, d: int) -> str:
-        flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong, self.persistent))
+        flags = ", ".join(str(f).lower() for f in (self.overlap, self.pingpong))
         return (f"attention_fwd<{d}, {self.key_tile(d)}, {self.stages}, {self.consumers}, "
                 f"{flags}>")
 
@@ -76,11 +75,8 @@ class Step:
         """Q tile, then the ring (a K and a V tile per slot), plus 1 KB to align to 1024."""
         return (self.block_m + 2 * self.stages * self.key_tile(d)) * d * 2 + 1024
 
-    def grid(self, heads: int, sq: int, sms: int) -> int:
-        """Blocks to launch: one per work tile (a query tile of a head), or for a persistent
-        step at most one per SM (each walks the tiles)."""
-        tiles = heads * -(-sq // self.block_m)
-        return min(tiles, sms) if self.persistent else tiles
+    def grid(self, heads: int, sq: int) -> int:
+        return heads * -(-sq // self.block_m)
 
 
 STEPS: dict[int, Step] = {s.number: s for s in (
@@ -95,9 +91,6 @@ STEPS: dict[int, Step] = {s.number: s for s in (
     Step(4, "ping-pong: the two warpgroups take turns at the tensor cores, one's softmax "
          "beside the other's matmuls", consumers=2, bn=64, stages=4, overlap=True,
          pingpong=True, bn_d64=128),
-    Step(5, "persistent: one block per SM walks the tiles, the next tile's Q, K and V load "
-         "during this one's last P V and its stores", consumers=2, bn=64, stages=4,
-         overlap=True, pingpong=True, bn_d64=128, persistent=True),
 )}
 BEST = STEPS[max(STEPS)]
 
@@ -199,11 +192,10 @@ def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cau
     bn = s.key_tile(d)
     maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), bn, "k"),
             tma.encode(v.view(-1, d), bn, "v")]
-    sms = nvrtc.device_properties(q.device.index or 0).multi_processor_count
-    kernel(*maps, out, _NO_POINTER if lse is None else lse, b * h, sq, sk, int(causal),
+    kernel(*maps, out, _NO_POINTER if lse is None else lse, sq, sk, int(causal),
            LOG2E / math.sqrt(d),
            _NO_POINTER if timeline is None else timeline,
-           grid=s.grid(b * h, sq, sms), block=s.threads, shared_mem=s.shared_bytes(d))
+           grid=s.grid(b * h, sq), block=s.threads, shared_mem=s.shared_bytes(d))
 
 
 def _run(q, k, v, causal=False, *, s: Step = BEST) -> torch.Tensor:
