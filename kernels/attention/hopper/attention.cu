@@ -27,6 +27,13 @@
 // (git c39b7ae, docs/results/nvidia-h100-80gb-hbm3-attention-step5-trial-c39b7ae.log). A warp
 // costs the consumers nothing more and needs no register shuffling.
 //
+// Also tried, correct and slower (git 438cdc5, docs/results/nvidia-h200-attention-step5-
+// persistent-trial-438cdc5.log): a persistent step 4, one block per SM walking the tiles
+// blockIdx.x, blockIdx.x + gridDim.x, ..., the next tile's Q loaded once the last S is done.
+// Launching a block per tile lets the hardware hand the next tile to whichever SM frees first;
+// a fixed stride gave some blocks every long causal tile (0.52x cuDNN against step 4's 0.81x
+// at S = 16384) and was slower without the mask too (0.76x against 0.85x).
+//
 // Layout: q (B, H, Sq, D), k and v (B, H, Sk, D), contiguous; out (B, H, Sq, D). TMA sees each as
 // a 2-D tensor of B*H*S rows of D*2 bytes, in boxes of 128 bytes (64 values of D) x 64 or BN
 // rows, 128-byte swizzled (kernels/matmul/hopper/tma.py encodes them; D = 128 is two boxes side
