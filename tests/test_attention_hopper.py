@@ -19,7 +19,9 @@ needs_disasm = pytest.mark.skipif(sass.unavailable_reason() is not None,
 BUILDS = [pytest.param(1, torch.float16, 64, id="step1-fp16-D64"),
           pytest.param(1, torch.bfloat16, 128, id="step1-bf16-D128"),
           pytest.param(4, torch.bfloat16, 64, id="step4-bf16-D64"),
-          pytest.param(4, torch.float16, 128, id="step4-fp16-D128")]
+          pytest.param(4, torch.float16, 128, id="step4-fp16-D128"),
+          pytest.param(5, torch.bfloat16, 128, id="step5-bf16-D128"),
+          pytest.param(5, torch.float16, 64, id="step5-fp16-D64")]
 
 
 @needs_nvrtc
@@ -50,17 +52,17 @@ def test_steps_fit_shared_memory_and_name_their_configuration():
             assert s.shared_bytes(d) <= 227 * 1024, (s, d)
         assert s.template(128).startswith("attention_fwd<128, ")
         assert s.threads == 128 * s.consumers + 32
-    assert fwd.BEST is fwd.STEPS[4] and fwd.step(2) is fwd.STEPS[2]
+    assert fwd.BEST is fwd.STEPS[5] and fwd.step(2) is fwd.STEPS[2]
     with pytest.raises(ValueError, match="step expected one of"):
         fwd.step(7)
 
 
 def test_every_step_is_registered():
     found = {k.variant: k for k in kernels.all_kernels("attention") if k.provider == "wgmma"}
-    assert set(found) == {None, "step1", "step2", "step3"}
+    assert set(found) == {None, "step1", "step2", "step3", "step4"}
     best = found[None]
     assert best.min_capability == (9, 0) and "nvrtc" in best.needs and best.contiguous
-    assert best.meta["step"] == 4 and best.meta["head_dims"] == (64, 128)
+    assert best.meta["step"] == 5 and best.meta["head_dims"] == (64, 128)
 
 
 def _qkv(d=64, dtype=torch.bfloat16, s=70):

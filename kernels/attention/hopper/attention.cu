@@ -47,7 +47,7 @@
 // wgmma.defines). Everything above the marker is for the editor.
 //
 // nvrtc arch: sm_90a
-// nvrtc example: attention_fwd<128, 64, 4, 2, true, true>
+// nvrtc example: attention_fwd<128, 64, 4, 2, true, true, true>
 #include <cuda/std/cstdint>
 #include <cuda/std/type_traits>
 #include <cuda_bf16.h>
@@ -65,7 +65,7 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma, timeline
 #include "attention.cuh"                   // wgmma with A in registers, V's descriptor, turns
 
-template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG>
+template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG, bool LAZY>
 __global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
               const __grid_constant__ CUtensorMap tma_v, out_t* __restrict__ out,
@@ -74,6 +74,7 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(!PINGPONG || (CONSUMERS == 2 && OVERLAP), "the ping-pong takes turns of step 3");
+    constexpr float LAZY_GROWTH = 8.f;  // log2 of how far P may grow above 1 (step 5)
     constexpr int BM = 64 * CONSUMERS;                       // query rows per block
     constexpr int BOXES = D * int(sizeof(a_t)) / K_TILE;     // 128-byte boxes per row: 1 or 2
     constexpr int Q_BYTES = BM * D * int(sizeof(a_t));
@@ -196,7 +197,11 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
         float base[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float m_new = fmaxf(m_run[h], quad_max(mx[h]) * scale_log2);
+            float m_new = fmaxf(m_run[h], quad_max(mx[h]) * scale_log2);
+            // step 5: keep the old max while the new one is at most LAZY_GROWTH above it (P
+            // stays below 2^LAZY_GROWTH, and O and l need no rescaling); the four threads of a
+            // row decide alike, their maxima being equal after quad_max
+            if (LAZY && m_new - m_run[h] <= LAZY_GROWTH) m_new = m_run[h];
             base[h] = m_new == -INF ? 0.f : m_new;  // a row with no key yet: exp2(-inf) = 0
             corr[h] = exp2_approx(m_run[h] - base[h]);
             m_run[h] = m_new;
@@ -211,8 +216,12 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     };
     auto rescale_and_pack = [&]() {
         fence_registers(o);
+        // step 5: most tiles leave every max of the warp where it was: no multiply at all
+        const bool rescale = !LAZY || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f);
+        if (rescale) {
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
+            for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
+        }
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {  // S's accumulator pairs are P's A fragments
 #pragma unroll
