@@ -1,6 +1,6 @@
 """Lesson 12's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
 
-* ``attention.cu``: the kernel, one template whose flags make the four steps;
+* ``attention.cu``: the kernel, one template whose flags make the five steps;
 * ``attention.cuh``: what it adds to lesson 07's ``hopper.cuh`` (``wgmma`` with A in registers,
   the descriptor of an MN-major tile, m64n64, named barriers for the ping-pong);
 * :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching;

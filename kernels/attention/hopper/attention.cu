@@ -1,6 +1,6 @@
 // Attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V per (batch, head), in one
-// kernel template whose flags make the four steps of lesson 08's Hopper section. Read them in
-// order; each adds one idea of FlashAttention-3 to the one before.
+// kernel template whose flags make the five steps of lesson 12. Read them in order; each adds
+// one idea of FlashAttention-3 (the last, of FlashAttention-4) to the one before.
 //
 //   step 1  a producer WARP (one thread issues every TMA copy: Q once, then K and V tiles into
 //           a ring of STAGES slots guarded by full/empty mbarriers) and ONE consumer
@@ -16,6 +16,13 @@
 //           128-key tiles fit (fwd.Step.key_tile)
 //   step 4  across warpgroups, the ping-pong: named barriers make the two consumers take turns
 //           at the tensor cores, so one's softmax runs while the other's matmuls do
+//   step 5  lazy rescaling (FlashAttention-4's): a row's running max m moves only when a tile's
+//           max exceeds it by more than 2^LAZY_GROWTH. Any m gives the right answer (O / l and
+//           lse = m + log2 l do not depend on it) as long as 2^(S - m) stays in range, so P may
+//           grow to 2^8 and O and l need no rescaling; after the first tiles most rows' maxima
+//           stop growing, and a warp whose rows all kept theirs skips the D / 2 multiplies of
+//           O (a vote). At D = 64 that multiply is half as long and the vote costs more than it
+//           saves: step 5 is step 4 there (fwd.Step.rescales_lazily)
 //
 // Why a producer warp and not lesson 07's producer warpgroup with setmaxnreg: 9 or 12 warps on
 // an SM's 4 schedulers put 3 on one of them, so the launch bound gives ptxas 168 registers a
@@ -42,9 +49,9 @@
 // past Sq are computed and not stored. causal masks key j > query i (top-left, as SDPA).
 //
 // Built by kernels/attention/hopper/fwd.py with course_utils.nvrtc for sm_90a; the head dim and
-// the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true> is step 4 at
-// D = 128), the element type and the debug flags come from the generated header (lesson 07's
-// wgmma.defines). Everything above the marker is for the editor.
+// the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true, false> is
+// step 4 at D = 128), the element type and the debug flags come from the generated header
+// (lesson 07's wgmma.defines). Everything above the marker is for the editor.
 //
 // nvrtc arch: sm_90a
 // nvrtc example: attention_fwd<128, 64, 4, 2, true, true, true>
