@@ -267,7 +267,7 @@ and compiles step 4 for sm_90a with NVRTC on any machine. Its SASS must hold nam
 `turn_wait(1)`, `turn_pass(0)`, `turn_pass(1)`, show which barrier each call names, with which
 count, waiting or not: a protocol that hangs, lets both consumers issue at once or blocks the
 passing one is named there. On a Hopper GPU it then runs step 4 in a child process (a hang
-becomes a "not yet" after a few seconds, not a frozen notebook) on the registry's cases against
+becomes a "not yet" after 20 seconds, not a frozen notebook) on the registry's cases against
 SDPA, outputs poisoned with NaN first, and builds it with `TIMELINE = true`: in every recorded
 block, consumer 0's turn k must be issued before consumer 1's turn k, and that before consumer
 0's turn k + 1. Values alone cannot tell: with no turns at all (step 3) the output is just as

@@ -110,7 +110,7 @@ def pingpong_child(spliced: str, small: bool) -> dict:
     for b, h, sq, sk, d, causal in [] if small else long:
         q, k, v = (torch.randn(b, h, s, d, device="cuda").bfloat16() for s in (sq, sk, sk))
         cases.append((f"{b}x{h}x{sq}x{sk}x{d}{' causal' if causal else ''}", (q, k, v, causal)))
-    atol, rtol = kernels.registry.OPS["attention"].tolerance[torch.bfloat16]
+    atol, rtol = kernels.registry.OPS["attention"].tol(torch.bfloat16)
     for label, (q, k, v, causal) in cases:
         print(json.dumps({"case": label}), flush=True)
         out = torch.full_like(q, float("nan"))
