@@ -101,12 +101,14 @@ __device__ __forceinline__ u32 pack2(float x, float y) {
 // only bar.arrive: they signal and go on). Consumer c waits on barrier FIRST_ID + c before it
 // issues its matmuls and signals FIRST_ID + 1 - c after: the tensor cores take turns.
 constexpr int PINGPONG_FIRST_ID = 1;  // (0 is __syncthreads)
+// ==== turns: begin (exercise 12.pingpong splices the student's turn_wait and turn_pass here)
 __device__ __forceinline__ void turn_wait(int consumer) {
     asm volatile("bar.sync %0, 256;" :: "r"(PINGPONG_FIRST_ID + consumer) : "memory");
 }
 __device__ __forceinline__ void turn_pass(int consumer) {
     asm volatile("bar.arrive %0, 256;" :: "r"(PINGPONG_FIRST_ID + 1 - consumer) : "memory");
 }
+// ==== turns: end
 
 // ---- 6b. the timeline's extra kinds (kernels/attention/hopper/timeline.py draws them) ---------
 enum AttentionKind : u32 { SOFTMAX = 6, WAIT_TURN = 7 };

@@ -191,14 +191,17 @@ _NO_POINTER = ctypes.c_void_p(0)  # nullptr: no timeline, no lse
 
 def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
            out: torch.Tensor, timeline: torch.Tensor | None = None,
-           lse: torch.Tensor | None = None) -> None:
+           lse: torch.Tensor | None = None, kernel: nvrtc.Kernel | None = None) -> None:
     """Launch on already-checked inputs (Sq > 0); ``out`` like ``q``. ``timeline``: a zeroed
     int64 buffer for a TIMELINE build (timeline.py). ``lse``: a float32 (B, H, Sq) tensor that
-    gets each query's log-sum-exp in base 2 (what the backward needs; None: not stored)."""
+    gets each query's log-sum-exp in base 2 (what the backward needs; None: not stored).
+    ``kernel``: a loaded build of this step to launch instead of the file's (exercise
+    12.pingpong's, with the student's turns spliced in)."""
     s = step(s)
     b, h, sq, d = q.shape
     sk = k.shape[2]
-    kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
+    if kernel is None:
+        kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
     bn = s.key_tile(d)
     maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), bn, "k"),
             tma.encode(v.view(-1, d), bn, "v")]
