@@ -179,6 +179,7 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
         wgmma_rs_tile<D, BQ>(dk_acc, a, q_slot, n > 0);  // dK += dS^T Q: Q as the forward's V
         wgmma_commit();
     }
+    // ---- the epilogue: dK / sqrt(D) and dV, rounded, stored row by row (not past Sk) -------
     wgmma_wait<0>();
     store_key_gradients<D>(dk_acc, dv_acc, dk, dv, bh, sk, n0 + consumer * 64, scale);
 }

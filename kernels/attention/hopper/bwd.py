@@ -140,6 +140,12 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return out, lse
 
 
+def providers() -> dict[int, str]:
+    """Each version's name in the benchmark's tables (``kernels.attention.bench.measure``):
+    ``{1: "wgmma", 2: "wgmma[fused_bwd]"}`` while version 1 is BEST."""
+    return {v: "wgmma" if v == BEST else f"wgmma[{VARIANTS[v]}]" for v in VERSIONS}
+
+
 def _version(version) -> int:
     if isinstance(version, bool) or version not in VERSIONS:
         raise ValueError(f"version expected one of {tuple(VERSIONS)}, got {version!r}")

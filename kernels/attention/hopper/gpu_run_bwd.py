@@ -152,18 +152,11 @@ def _backward_alone(shape, causal, configs):
     return found
 
 
-def provider_names() -> list[str]:
-    """Both versions' registry names: ``wgmma`` (bwd.BEST) and ``wgmma[<variant>]``."""
-    from kernels.attention.hopper import bwd
-
-    return ["wgmma", *(f"wgmma[{bwd.VARIANTS[v]}]" for v in bwd.VERSIONS if v != bwd.BEST)]
-
-
 def time_all() -> None:
     from kernels.attention import bench
     from kernels.attention.hopper import bwd
 
-    providers = ["sdpa_cudnn", "sdpa_flash", "triton", *provider_names()]
+    providers = ["sdpa_cudnn", "sdpa_flash", "triton", *bwd.providers().values()]
     for shape in TIMED:
         for causal in (False, True):
             records = bench.measure(shape, causal, backward=True, providers=providers)
