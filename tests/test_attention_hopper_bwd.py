@@ -83,6 +83,9 @@ def test_configurations_fit_shared_memory_and_name_their_kernels():
     assert c.shared_bytes("fused", 128) == c.shared_bytes("dkdv", 128) + 2 * 16384
     assert set(bwd.VERSIONS) == {1, 2} and bwd.BEST in bwd.VERSIONS
     assert [k for ks in bwd.VERSIONS.values() for k in ks] == list(bwd.KERNELS)
+    names = bwd.providers()
+    assert names[bwd.BEST] == "wgmma" and set(names) == set(bwd.VERSIONS)
+    assert all(kernels.get_kernel("attention", *n.rstrip("]").split("[")) for n in names.values())
     with pytest.raises(ValueError, match="kernel expected one of"):
         bwd.compile_kernel("dqq")
     with pytest.raises(ValueError, match="d expected one of"):

@@ -11,7 +11,8 @@
 // dQ summed through atomics (FlashAttention-3's choice): each kernel keeps its sums in registers
 // and writes every gradient row once, in the input dtype, with no fp32 dQ buffer, no atomics and
 // no conversion pass; the price is S = Q K^T and dP = dO V^T computed twice (7 matmuls per block
-// pair instead of 5). And every matmul is one of the two forms attention.cu already runs:
+// pair instead of 5; version 2, attention_bwd_fused.cu, is that one kernel, and its header
+// weighs the two). And every matmul is one of the two forms attention.cu already runs:
 //
 //   from shared memory, both operands K-major (the forward's S = Q K^T, wgmma_box):
 //       S^T = K Q^T, dP^T = V dO^T (dK/dV kernel)        S = Q K^T, dP = dO V^T (dQ kernel)

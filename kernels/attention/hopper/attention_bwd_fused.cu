@@ -42,6 +42,9 @@
 // the two warpgroups add into the same addresses. Either way a 64 x 64 fp32 accumulator, 32
 // registers a thread, on top of version 1's dK/dV kernel; the dS^T tile is double-buffered
 // (tile n writes one buffer while the other warpgroup may still read the other for tile n - 1).
+// ptxas (CUDA 13 NVRTC, sm_90a): 255 registers a thread at D = 128 (version 1's dK/dV: 248),
+// 203 at D = 64, no local memory, no serialised wgmma: dQ's accumulator is live only where S^T
+// and dP^T are not. Shared memory: K, V, the ring and the two dS^T tiles, 161 KB at D = 128.
 //
 // Per query tile, in each warpgroup (what is new against version 1 is starred):
 //   S^T, dP^T issued; P^T (causal diagonal *and keys past Sk* masked: dQ reads every key of the

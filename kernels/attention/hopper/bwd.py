@@ -168,9 +168,9 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
         raise ValueError(f"only expected None with version {version} (one kernel), got {only!r}")
     b, h, sq, d = q.shape
     sk = k.shape[2]
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0 or k.numel() == 0:
-        return dq.zero_(), dk.zero_(), dv.zero_()
+        return torch.zeros_like(q), dk.zero_(), dv.zero_()
     do = do.contiguous()  # (a sum's gradient arrives expanded: stride 0)
     delta = delta_of(o, do)
     maps = [tma.encode(t.view(-1, d), QUERY_TILE, name)
@@ -191,6 +191,7 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
         dq_sum = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
         launch("fused", dq_sum, dk, dv, rows=sk)
         return dq_sum.to(q.dtype), dk, dv
+    dq = torch.empty_like(q)
     if only in (None, "dkdv"):
         launch("dkdv", dk, dv, rows=sk)
     else:
