@@ -11,7 +11,8 @@
 // dQ summed through atomics (FlashAttention-3's choice): each kernel keeps its sums in registers
 // and writes every gradient row once, in the input dtype, with no fp32 dQ buffer, no atomics and
 // no conversion pass; the price is S = Q K^T and dP = dO V^T computed twice (7 matmuls per block
-// pair instead of 5). And every matmul is one of the two forms attention.cu already runs:
+// pair instead of 5; version 2, attention_bwd_fused.cu, is that one kernel, and its header
+// weighs the two). And every matmul is one of the two forms attention.cu already runs:
 //
 //   from shared memory, both operands K-major (the forward's S = Q K^T, wgmma_box):
 //       S^T = K Q^T, dP^T = V dO^T (dK/dV kernel)        S = Q K^T, dP = dO V^T (dQ kernel)
@@ -67,6 +68,7 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 
 #include "../../matmul/hopper/hopper.cuh"  // lesson 07: mbarriers, TMA, wgmma
 #include "attention.cuh"                   // wgmma with A in registers, the MN-major descriptor
+#include "attention_bwd.cuh"               // the dK/dV walk's pieces (version 2 shares them)
 
 // ==== dK and dV: one block per (batch x head, 128 keys), walking the query tiles ============
 // Two consumer warpgroups of 64 keys each share every Q and dO tile that TMA brings into a ring
@@ -84,8 +86,7 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                    out_t* __restrict__ dv, int sq, int sk, int causal, float scale_log2,
                    float scale) {
     static_assert((D == 64 || D == 128) && BQ == 64 && STAGES >= 2, "shape");
-    constexpr int BK = 2 * 64;                               // keys per block: 2 warpgroups
-    constexpr int BOXES = D * int(sizeof(a_t)) / K_TILE;     // 128-byte boxes per row: 1 or 2
+    constexpr int BK = BWD_KEYS;                             // keys per block: 2 warpgroups
     constexpr int KV_BYTES = BK * D * int(sizeof(a_t));      // the block's K (or V)
     constexpr int TILE_BYTES = BQ * D * int(sizeof(a_t));    // one Q (or dO) tile
     constexpr int SLOT = 2 * TILE_BYTES;                     // a ring slot: Q tile, then dO tile
@@ -97,20 +98,11 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
     // (lse2, Delta) of the tile's queries, per warpgroup, two buffers (tile n % 2)
     __shared__ float2 per_query[2][2][BQ];
 
-    // block b: key tile b % k_tiles of head b / k_tiles. Causal: query tiles before the one
-    // holding the block's first key see none of its keys (the first key tiles have the most
-    // work: they come first)
-    const int k_tiles = (sk + BK - 1) / BK;
-    const int bh = blockIdx.x / k_tiles, n0 = (blockIdx.x % k_tiles) * BK;
-    const int q_tiles = (sq + BQ - 1) / BQ;
-    const int first = causal ? min(n0 / BQ, q_tiles) : 0;
-    const int n_tiles = q_tiles - first;  // 0 when causal and every key is past the last query
-    // (block-uniform: the whole block stores zeros and leaves before any barrier)
+    const KeyBlock blk = key_block<BQ>(sq, sk, causal);
+    const int bh = blk.bh, n0 = blk.n0, first = blk.first, n_tiles = blk.n_tiles;
     const int consumer = threadIdx.x / WARPGROUP, t = threadIdx.x % WARPGROUP, lane = t % 32;
-    if (n_tiles == 0) {  // no query sees these keys: dK = dV = 0 (and nothing to load)
-        const float zeros[D / 2] = {};
-        store_tile<D>(zeros, dk + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
-        store_tile<D>(zeros, dv + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
+    if (n_tiles == 0) {
+        store_zero_gradients<D>(dk, dv, bh, sk, n0 + consumer * 64);
         return;
     }
     const bool producer = threadIdx.x == 0;
@@ -125,24 +117,11 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
     __syncthreads();
 
     auto load_tile = [&](int n) {  // query tile first + n: Q and dO into slot n % STAGES
-        char* slot = ring + (n % STAGES) * SLOT;
-        const int row = bh * sq + (first + n) * BQ;
-        mbar_expect_bytes(&full[n % STAGES], SLOT);
-        for (int b = 0; b < BOXES; ++b) {
-            tma_load(slot + b * BQ * K_TILE, tma_q, b * K_TILE, row, &full[n % STAGES]);
-            tma_load(slot + TILE_BYTES + b * BQ * K_TILE, tma_do, b * K_TILE, row,
-                     &full[n % STAGES]);
-        }
+        load_query_tile<D, BQ>(ring + (n % STAGES) * SLOT, tma_q, tma_do, &full[n % STAGES],
+                               bh * sq + (first + n) * BQ);
     };
     if (producer) {  // K and V once, then the first STAGES query tiles
-        mbar_expect_bytes(&kv_full, 2 * KV_BYTES);
-        for (int c = 0; c < 2; ++c) {
-            for (int b = 0; b < BOXES; ++b) {
-                const int at = (b * BK + c * 64) * K_TILE, row = bh * sk + n0 + c * 64;
-                tma_load(k_tile + at, tma_k, b * K_TILE, row, &kv_full);
-                tma_load(v_tile + at, tma_v, b * K_TILE, row, &kv_full);
-            }
-        }
+        load_keys<D>(k_tile, v_tile, tma_k, tma_v, &kv_full, bh * sk + n0);
         for (int n = 0; n < min(STAGES, n_tiles); ++n) load_tile(n);
     }
 
@@ -157,66 +136,33 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
     float st[BQ / 2];   // S^T of one tile, then P^T (fp32)
     float dpt[BQ / 2];  // dP^T, then dS^T (fp32)
     u32 a[BQ / 16][4];  // P^T, then dS^T, in 16 bits: wgmma's A operand, 16 queries per k step
-    auto pack = [&](const float (&x)[BQ / 2]) {  // accumulator pairs are A's fragments
-#pragma unroll
-        for (int kk = 0; kk < BQ / 16; ++kk) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) a[kk][r] = pack2(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
-        }
-    };
 
     mbar_wait(&kv_full, 0);
     for (int n = 0; n < n_tiles; ++n) {
         const int s = n % STAGES, m0 = (first + n) * BQ;
         const char* q_slot = ring + s * SLOT;
         const char* do_slot = q_slot + TILE_BYTES;
-        // this tile's (lse2, Delta) per query; +inf past Sq: P = 2^-inf = 0 there
         float2* pq = per_query[consumer][n % 2];
-        if (t < BQ) {
-            const i64 at = i64(bh) * sq + m0 + t;
-            pq[t] = m0 + t < sq ? make_float2(lse[at], delta[at]) : make_float2(INF, 0.f);
-        }
+        stage_query_stats<BQ>(pq, lse, delta, bh, sq, m0, t);
         warpgroup_barrier(1 + consumer);  // (the tile before last read the other buffer)
 
         mbar_wait(&full[s], (n / STAGES) & 1);
         wgmma_fence();
-#pragma unroll
-        for (int b = 0; b < BOXES; ++b) {
-            wgmma_box<BQ>(st, k_rows + b * BK * K_TILE, q_slot + b * BQ * K_TILE, b == 0);
-        }
-        wgmma_commit();
-#pragma unroll
-        for (int b = 0; b < BOXES; ++b) {
-            wgmma_box<BQ>(dpt, v_rows + b * BK * K_TILE, do_slot + b * BQ * K_TILE, b == 0);
-        }
-        wgmma_commit();
+        issue_scores_t<D, BQ>(st, dpt, k_rows, v_rows, q_slot, do_slot);
         wgmma_wait<1>();  // the last tile's dK and this tile's S^T are done (dP^T may run)
 
-        // P^T = 2^(S^T * scale_log2 - lse2[query]); st[4j + 2h + e]: key + 8h, query
-        // m0 + 8j + 2(lane%4) + e. Causal: only tiles that cross the diagonal are masked
+        // P^T, the causal diagonal masked (keys past Sk need no mask: their rows of dK and dV
+        // are not stored)
         fence_registers(st);
-        const bool masked = causal && n0 + consumer * 64 + 63 > m0;
-#pragma unroll
-        for (int i = 0; i < BQ / 2; ++i) {
-            const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-            float p = exp2_approx(fmaf(st[i], scale_log2, -pq[col].x));
-            if (masked && key + 8 * ((i / 2) % 2) > m0 + col) p = 0.f;
-            st[i] = p;
-        }
-        pack(st);
+        probabilities_t<BQ, false>(st, pq, scale_log2, causal && n0 + consumer * 64 + 63 > m0,
+                                   causal, key, m0, sk, lane);
+        pack_a<BQ>(a, st);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BQ / 16; ++kk) {  // dV += P^T dO: dO as the forward's V
-            wgmma_rs<D>(dv_acc, a[kk], smem_descriptor_mn(do_slot + kk * 16 * K_TILE,
-                                                          BQ * K_TILE), n > 0 || kk > 0);
-        }
+        wgmma_rs_tile<D, BQ>(dv_acc, a, do_slot, n > 0);  // dV += P^T dO: dO as the forward's V
         wgmma_commit();
         wgmma_wait<1>();  // dP^T is done (dV may run)
         fence_registers(dpt);
-#pragma unroll
-        for (int i = 0; i < BQ / 2; ++i) {
-            dpt[i] = st[i] * (dpt[i] - pq[8 * (i / 4) + 2 * (lane % 4) + i % 2].y);
-        }
+        scores_gradient_t<BQ>(dpt, st, pq, lane);
         wgmma_wait<0>();  // dV is done: a is free
         // the last tile's slot is free (its dK finished above): this warp's part of it, and
         // thread 0 refills it with tile n - 1 + STAGES once both warpgroups are done with it.
@@ -229,24 +175,14 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                 load_tile(n - 1 + STAGES);
             }
         }
-        pack(dpt);
+        pack_a<BQ>(a, dpt);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BQ / 16; ++kk) {  // dK += dS^T Q: Q as the forward's V
-            wgmma_rs<D>(dk_acc, a[kk], smem_descriptor_mn(q_slot + kk * 16 * K_TILE,
-                                                          BQ * K_TILE), n > 0 || kk > 0);
-        }
+        wgmma_rs_tile<D, BQ>(dk_acc, a, q_slot, n > 0);  // dK += dS^T Q: Q as the forward's V
         wgmma_commit();
     }
-    wgmma_wait<0>();
-
     // ---- the epilogue: dK / sqrt(D) and dV, rounded, stored row by row (not past Sk) -------
-    fence_registers(dk_acc);
-    fence_registers(dv_acc);
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) dk_acc[i] *= scale;
-    store_tile<D>(dk_acc, dk + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
-    store_tile<D>(dv_acc, dv + i64(bh) * sk * D, sk, D, n0 + consumer * 64, 0);
+    wgmma_wait<0>();
+    store_key_gradients<D>(dk_acc, dv_acc, dk, dv, bh, sk, n0 + consumer * 64, scale);
 }
 
 // ==== dQ: one block per (batch x head, 64 x CONSUMERS queries), walking the key tiles =======

@@ -1,6 +1,7 @@
-"""One GPU session for the Hopper forward: check, time, record the timeline, profile, sanitize.
+"""One GPU session for the Hopper attention: check, time, record the timeline, profile, sanitize.
 
-    python -m kernels.attention.hopper.gpu_run --out DIR [--only check time timeline ncu sanitize]
+    python -m kernels.attention.hopper.gpu_run --out DIR [--only check time timeline ncu sanitize
+        bwd-check bwd-time bwd-tune] [--debug dkdv|dq]
 
 Each part writes ``DIR/<part>.txt``. The correctness check runs first, in a child process (an
 illegal access there cannot take the timings down with it): every step on the registry's cases
@@ -9,7 +10,8 @@ first. The timings put every step beside SDPA's cuDNN and flash backends and the
 provider (``kernels.attention.bench.measure``: interleaved rounds, medians); the timeline is
 saved for CPU students (``<device>-attention-timeline.json``); Nsight Compute profiles the last
 step once; compute-sanitizer runs memcheck, racecheck and synccheck over the registry's small
-cases (``sanitize_attention.py``).
+cases (``sanitize_attention.py``). The ``bwd-*`` parts check, time and tune both versions of
+the backward (``gpu_run_bwd.py`` says how; ``--debug`` runs one kernel of version 1).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-PARTS = ("check", "time", "tune", "timeline", "ncu", "sanitize")
+PARTS = ("check", "time", "tune", "timeline", "ncu", "sanitize", "bwd-check", "bwd-time",
+         "bwd-tune")
 SHAPES = ((4, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128), (4, 32, 4096, 64))
 
 
@@ -174,6 +177,8 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", nargs="*", default=list(PARTS), choices=(*PARTS, "check-child"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--debug", choices=("dkdv", "dq"), default=None,
+                        help="bwd-check: launch this kernel of the backward's version 1 alone")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,6 +212,11 @@ def main() -> int:
                     ncu()
                 elif part == "sanitize":
                     sanitize()
+                elif part.startswith("bwd-"):  # (bwd-check runs each case in a child)
+                    from kernels.attention.hopper import gpu_run_bwd
+
+                    {"bwd-check": lambda: gpu_run_bwd.check(args.debug),
+                     "bwd-time": gpu_run_bwd.time_all, "bwd-tune": gpu_run_bwd.tune}[part]()
         except Exception:
             buffer.write(traceback.format_exc())
         (out / f"{part}.txt").write_text(buffer.getvalue())

@@ -5,8 +5,9 @@ registry's small cases (``kernels.sanitize.workload``, the same as ``make saniti
 
 The cases have ragged sequence lengths (77, 130, 97 keys: TMA's zero fill and the tail mask),
 causal and cross shapes, and several key tiles, so every ring slot is reused and its barriers
-change phase. Then the backward (``attention_bwd.cu``'s two kernels) runs on the same cases
-through ``("attention", "wgmma")``'s autograd, one status line for it.
+change phase. Then each backward version (``attention_bwd.cu``'s two kernels, the fused one of
+``attention_bwd_fused.cu``) runs on the same cases through the autograd of the kernel registered
+with it (``("attention", "wgmma")``, ``("attention", "wgmma", "fused_bwd")``), a status line each.
 """
 
 import os
@@ -17,10 +18,15 @@ from kernels import sanitize
 
 
 def backward_workload() -> int:
-    """Forward + backward of ``("attention", "wgmma")`` on its small cases; 1 if one failed."""
+    """Forward + backward of every ``wgmma`` kernel with a backward on its small cases; 1 if
+    one failed."""
+    return max([_backward(k) for k in sanitize.cuda_kernels(["attention/wgmma"])
+                if k.meta.get("backward")], default=0)
+
+
+def _backward(kernel) -> int:
     import torch
 
-    kernel = next(k for k in sanitize.cuda_kernels(["attention/wgmma"]) if k.variant is None)
     ran, where = 0, "making the inputs"
     try:
         for case, dtype, args in sanitize.small_cases(kernel, "cuda"):
