@@ -59,7 +59,8 @@ def test_steps_fit_shared_memory_and_name_their_configuration():
 
 def test_every_step_is_registered():
     found = {k.variant: k for k in kernels.all_kernels("attention") if k.provider == "wgmma"}
-    assert set(found) == {None, "step1", "step2", "step3", "step4", "fused_bwd"}  # (fused_bwd: the backward's v2)
+    # (fused_bwd: the last step with the backward's version 2)
+    assert set(found) == {None, "step1", "step2", "step3", "step4", "fused_bwd"}
     best = found[None]
     assert best.min_capability == (9, 0) and "nvrtc" in best.needs and best.contiguous
     assert best.meta["step"] == 5 and best.meta["head_dims"] == (64, 128)
