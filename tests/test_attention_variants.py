@@ -20,6 +20,7 @@ from kernels.attention import (
     triton_fwd,
     visible,
 )
+from kernels.attention.hopper import bwd as hopper_bwd
 from kernels.attention.hopper import fwd as hopper
 
 DEVICE = "cuda" if env.HAS_CUDA and not env.TRITON_INTERPRET else "cpu"
@@ -124,13 +125,15 @@ def test_providers_without_a_variant_refuse_it_in_words():
     q, k, v = _problem(1, 4, 2, 16, 16, 64, torch.float16)
     gqa = "one K/V head per query head (no grouped-query attention); got q with 4 heads, k with 2"
     assert naive.reason(q, k, v) == gqa
-    assert hopper.reason(q, k, v) == gqa
+    assert hopper_bwd.reason(q, k, v).startswith(f"the Hopper backward takes {gqa} (")
+    assert "grouped" not in (hopper.reason(q, k, v) or "")  # lesson 12's forward takes it
     assert sdpa.reason("efficient", q, k, v) == f"the efficient backend takes {gqa}"
     assert sdpa.reason("flash", q, k, v) is None and sdpa.reason("cudnn", q, k, v) is None
     q, k, v = _problem(1, 2, 2, 16, 16, 64, torch.float16)
     win = "no sliding window; got window = 8"
     assert naive.reason(q, k, v, True, 8) == win
-    assert hopper.reason(q, k, v, True, 8) == win
+    assert hopper_bwd.reason(q, k, v, True, 8).startswith(f"the Hopper backward takes {win} (")
+    assert "window" not in (hopper.reason(q, k, v, True, 8) or "")
     assert sdpa.reason("flash", q, k, v, True, 8) == f"the flash backend takes {win}"
     assert sdpa.reason("cudnn", q, k, v, True, 8) == f"the cudnn backend takes {win}"
     assert sdpa.reason("efficient", q, k, v, True, 8) is None

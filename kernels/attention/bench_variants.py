@@ -1,6 +1,7 @@
 """Attention's variants on a GPU: grouped-query attention and a sliding window in the course's
-Triton forward, each beside every SDPA backend that accepts the same problem, and decoding with
-grouped-query attention against the copy bandwidth (issue 34's targets)::
+Triton forward and lesson 12's Hopper forward (``wgmma``, on an sm_90 GPU), each beside every
+SDPA backend that accepts the same problem, and decoding with grouped-query attention against
+the copy bandwidth (issue 34's targets)::
 
     python -m course bench bench_variants     # a GPU; on a CPU it says it has nothing to time
 
@@ -18,8 +19,9 @@ grouped-query attention against the copy bandwidth (issue 34's targets)::
   time being the host's launch overhead). :func:`bytes_needed` counts the K/V rows some query
   sees, and a rate above :data:`IMPOSSIBLE` × copy gets a verdict that says it is broken.
 * **Varlen prefill** (16 causal sequences of ragged lengths, about 32k tokens in all, GQA):
-  TFLOP/s counted on the pairs each sequence sees, :func:`varlen.varlen_attention` against
-  SDPA run sequence by sequence (the same work, each call on the best backend that runs it: the
+  TFLOP/s counted on the pairs each sequence sees, :func:`varlen.varlen_attention` (and the
+  Hopper forward's ``fwd.varlen_attention`` on an sm_90 GPU) against SDPA run sequence by
+  sequence (the same work, each call on the best backend that runs it: the
   fair library baseline, the peer of the verdict) and SDPA over the batch padded to the
   longest sequence (what a model without varlen does: padded keys come after a sequence's own,
   so top-left causal hides them, but the padded queries are computed and thrown away).
@@ -165,6 +167,8 @@ def _varlen_records(quick: bool) -> list[results.Record]:
     """Varlen prefill: the Triton kernels against SDPA sequence by sequence (the peer) and over
     the padded batch, TFLOP/s on the pairs the sequences see."""
     from kernels.attention import sdpa
+    from kernels.attention.hopper import fwd as hopper
+    from kernels.attention.hopper import targets as hopper_targets
 
     n, total, h, h_kv, d = VARLEN
     lengths = varlen_lengths(n, total // 4 if quick else total)
@@ -200,6 +204,9 @@ def _varlen_records(quick: bool) -> list[results.Record]:
                  f"sdpa_{best_padded} padded": padded_ms[best_padded],
                  OURS: timing.benchmark(varlen_attention, q, k, v, cu, cu, longest, longest,
                                         True, name=OURS).median}
+        if hopper_targets.runs_here():  # lesson 12's Hopper forward, packed (forward only)
+            found["wgmma"] = timing.benchmark(hopper.varlen_attention, q, k, v, cu, cu, longest,
+                                              longest, True, name="wgmma").median
     what = (f"varlen fwd bf16 {n} seqs {sum(lengths)} tokens (longest {longest}) Hq={h} "
             f"Hkv={h_kv} D={d} causal")
     print(what)

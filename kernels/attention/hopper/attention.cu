@@ -41,12 +41,30 @@
 // a fixed stride gave some blocks every long causal tile (0.52x cuDNN against step 4's 0.81x
 // at S = 16384) and was slower without the mask too (0.76x against 0.85x).
 //
-// Layout: q (B, H, Sq, D), k and v (B, H, Sk, D), contiguous; out (B, H, Sq, D). TMA sees each as
-// a 2-D tensor of B*H*S rows of D*2 bytes, in boxes of 128 bytes (64 values of D) x 64 or BN
+// Layout: q (B, H, Sq, D), k and v (B, H_kv, Sk, D), contiguous; out (B, H, Sq, D). TMA sees each
+// as a 2-D tensor of B*H*S rows of D*2 bytes, in boxes of 128 bytes (64 values of D) x 64 or BN
 // rows, 128-byte swizzled (kernels/matmul/hopper/tma.py encodes them; D = 128 is two boxes side
 // by side). A tile that runs past its head's last key reads the next head's rows (zeros past
 // the tensor's end): their scores are masked to -inf, so P is 0 there and P V adds nothing. Rows
 // past Sq are computed and not stored. causal masks key j > query i (top-left, as SDPA).
+//
+// The variants models run are runtime arguments (kernels/attention/__init__.py defines them):
+//   group   grouped-query attention: query head h reads K/V head h / group, and the group's
+//           heads are neighbours on the grid, so their blocks load the same K/V tiles together
+//   window  a sliding window (0: none): query i sees keys i - window < j <= i; the key loop
+//           starts at the first tile the block's first query sees, and masks only the tiles
+//           that cross the window's edge, as it masks the diagonal
+//   cu_q, cu_k  variable length (nullptr: dense): sequences packed end to end, q (tokens, H, D)
+//           read as a 2-D tensor of tokens rows of H*D*2 bytes (head h from byte h*D*2 on); a
+//           block's sequence and lengths come from the cumulative lengths, its tiles past the
+//           sequence's end read the next sequence's rows, masked for keys and never stored
+// Why runtime arguments and not template flags: group = 1, window = 0 and cu_q = nullptr cost the
+// dense path a few integer operations and a branch once per block, and one comparison per key
+// tile in the test of whether it needs a mask; nothing per score. The mask itself is two
+// comparisons a score against bounds worked out per tile (lo < key <= hi), which made the key
+// loop smaller than the dense-only kernel's: 554 SASS instructions against 614 at step 4, D = 128
+// (NVRTC 13.0), with no spill and within the 168 registers (tests/test_attention_hopper_variants.py
+// checks those). Template flags would double the builds to save a few integer instructions.
 //
 // Built by kernels/attention/hopper/fwd.py with course_utils.nvrtc for sm_90a; the head dim and
 // the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true, false> is
@@ -77,7 +95,8 @@ __global__ void __launch_bounds__(WARPGROUP * CONSUMERS + 32, 1)
 attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__ CUtensorMap tma_k,
               const __grid_constant__ CUtensorMap tma_v, out_t* __restrict__ out,
               float* __restrict__ lse, int sq, int sk, int causal, float scale_log2,
-              u64* timeline) {
+              int group, int window, int heads, const int* __restrict__ cu_q,
+              const int* __restrict__ cu_k, u64* timeline) {
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "shape");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(!PINGPONG || (CONSUMERS == 2 && OVERLAP), "the ping-pong takes turns of step 3");
@@ -93,14 +112,31 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     __shared__ u64 q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
     Timeline tl{timeline};
 
-    // block b: query tile b % q_tiles of head b / q_tiles (causal: the longest tiles first).
-    // Neighbouring blocks run at the same time: with the query tiles of one head side by side,
-    // they read the same K and V, which then come from L2 (heads side by side: from DRAM)
+    // block b: query tile `order` of query head bh (causal: the longest tiles first), the
+    // `group` query heads of one K/V head side by side (GQA). Neighbouring blocks run at the same
+    // time: the group's heads, then one head's query tiles, read the same K and V, which then
+    // come from L2 (heads of different K/V heads side by side: from DRAM)
     const int q_tiles = (sq + BM - 1) / BM;
-    const int bh = blockIdx.x / q_tiles, order = blockIdx.x % q_tiles;
+    const int tile = blockIdx.x / group, order = tile % q_tiles, kv_bh = tile / q_tiles;
+    const int bh = kv_bh * group + blockIdx.x % group;
     const int m0 = (causal ? q_tiles - 1 - order : order) * BM;
+    // where the head's rows are in the 2-D views TMA reads: row q_y + i is query i, from byte
+    // q_x on; ld: out's row length. Dense (B*H*S rows of D): head bh's rows from row bh * S
+    int q_y, kv_y, q_x = 0, kv_x = 0, ld = D;
+    if (cu_q == nullptr) {
+        q_y = bh * sq, kv_y = kv_bh * sk;
+    } else {  // varlen: (tokens, H*D) rows; sequence bh / heads from row cu_q[b] on
+        const int b = bh / heads, h = bh % heads;
+        q_y = cu_q[b], sq = cu_q[b + 1] - q_y;  // sq, sk: this sequence's lengths
+        kv_y = cu_k[b], sk = cu_k[b + 1] - kv_y;
+        q_x = h * D * int(sizeof(a_t)), kv_x = h / group * D * int(sizeof(a_t)), ld = heads * D;
+        if (m0 >= sq) return;  // the grid is sized by the longest sequence: no queries here
+    }
     const int kv_end = causal ? min(sk, m0 + BM) : sk;  // keys past the block's last query: none
-    const int n_tiles = (kv_end + BN - 1) / BN;
+    // a sliding window: the key tiles before the first query's window are skipped. Tile n of
+    // the loops holds keys from (first + n) * BN on (a window past the keys leaves none)
+    const int first = window > 0 ? max(m0 - window + 1, 0) / BN : 0;
+    const int n_tiles = max((kv_end + BN - 1) / BN - first, 0);
     // warpgroups 0..CONSUMERS-1 consume; the last warp produces (timeline rows: producer 0,
     // consumer c at c + 1)
     const int consumer = threadIdx.x / WARPGROUP, role = (consumer + 1) % (CONSUMERS + 1);
@@ -122,8 +158,8 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
         mbar_expect_bytes(&q_full, Q_BYTES);
         for (int c = 0; c < CONSUMERS; ++c) {
             for (int b = 0; b < BOXES; ++b) {
-                tma_load(q_tile + (b * BM + c * 64) * K_TILE, tma_q, b * K_TILE,
-                         bh * sq + m0 + c * 64, &q_full);
+                tma_load(q_tile + (b * BM + c * 64) * K_TILE, tma_q, q_x + b * K_TILE,
+                         q_y + m0 + c * 64, &q_full);
             }
         }
         tl.record(0, LOAD, 0, 0, t0, now());
@@ -133,13 +169,14 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
             mbar_wait(&empty[s], ((n / STAGES) & 1) ^ 1);  // first pass: fresh barriers let us in
             const u64 t1 = now();
             char* slot = ring + s * SLOT;
+            const int key_y = kv_y + (first + n) * BN;
             mbar_expect_bytes(&k_full[s], KV_BYTES);
             for (int b = 0; b < BOXES; ++b) {
-                tma_load(slot + b * BN * K_TILE, tma_k, b * K_TILE, bh * sk + n * BN, &k_full[s]);
+                tma_load(slot + b * BN * K_TILE, tma_k, kv_x + b * K_TILE, key_y, &k_full[s]);
             }
             mbar_expect_bytes(&v_full[s], KV_BYTES);
             for (int b = 0; b < BOXES; ++b) {
-                tma_load(slot + KV_BYTES + b * BN * K_TILE, tma_v, b * K_TILE, bh * sk + n * BN,
+                tma_load(slot + KV_BYTES + b * BN * K_TILE, tma_v, kv_x + b * K_TILE, key_y,
                          &v_full[s]);
             }
             tl.record(0, WAIT_SLOT, s, n, t0, t1);
@@ -190,14 +227,23 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     auto softmax = [&](int n) {
         fence_registers(s_acc);  // (the wgmma that wrote s_acc is done: read it after the wait)
         // masks only where needed: the tile that runs past Sk, the tiles that cross the diagonal
-        const bool masked = (n + 1) * BN > sk || (causal && (n + 1) * BN - 1 > m0 + consumer * 64);
+        // or the window's edge (query i sees key j when i - window < j <= i)
+        const int k0 = (first + n) * BN, r0 = m0 + consumer * 64;  // first key, first query
+        const bool masked = k0 + BN > sk || (causal && k0 + BN - 1 > r0) ||
+                            (window > 0 && k0 <= r0 + 63 - window);
+        int lo[2], hi[2];  // query row + 8h sees the keys lo < j <= hi
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            hi[h] = causal ? min(row + 8 * h, sk - 1) : sk - 1;
+            lo[h] = window > 0 ? row + 8 * h - window : -1;
+        }
         float mx[2] = {-INF, -INF};
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) {
             const int h = (i / 2) % 2;  // s_acc[4j + 2h + e]: row + 8h, key 8j + 2(lane%4) + e
             if (masked) {
-                const int key = n * BN + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-                if (key >= sk || (causal && key > row + 8 * h)) s_acc[i] = -INF;
+                const int key = k0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+                if (key > hi[h] || key <= lo[h]) s_acc[i] = -INF;
             }
             mx[h] = fmaxf(mx[h], s_acc[i]);
         }
@@ -258,7 +304,7 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
                 tl.record(role, COMPUTE, n % STAGES, n, t3, now());
             }
         }
-    } else {
+    } else if (n_tiles > 0) {  // (no tile: O = 0)
         // steps 3-4: tile n's S and tile n-1's P V are issued together (one "turn" at the tensor
         // cores); the softmax of tile n runs while P V is still in flight.
         if constexpr (PINGPONG) {
@@ -326,7 +372,8 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
         }
     }
 
-    // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written) -----
+    // ---- the epilogue: O / l, rounded, stored row by row (rows past Sq are not written: with
+    // varlen they are the next sequence's, whose own block writes them) ---------------------
     // For training, lse (not nullptr) gets each row's log-sum-exp in base 2, m + log2(l) (the
     // scores scaled by log2(e) / sqrt(D)): the backward rebuilds P = 2^(S * scale_log2 - lse)
     // from it (attention_bwd.cu). One thread of the four that share a row writes it.
@@ -343,6 +390,6 @@ attention_fwd(const __grid_constant__ CUtensorMap tma_q, const __grid_constant__
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= inv[(i / 2) % 2];
-    store_tile<D>(o, out + i64(bh) * sq * D, sq, D, m0 + consumer * 64, 0);
+    store_tile<D>(o, out + i64(q_y) * ld + q_x / int(sizeof(a_t)), sq, ld, m0 + consumer * 64, 0);
     if (leader) tl.record(role, STORE, 0, n_tiles, t0, now());
 }

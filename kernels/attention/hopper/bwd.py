@@ -117,8 +117,18 @@ def compile_all(arch: str = fwd.ARCH, workers: int | None = None) -> list[nvrtc.
          for k in KERNELS for t in fwd.DTYPES for d in fwd.HEAD_DIMS], workers)
 
 
-# the backward takes exactly the problems the forward takes (same tiles, TMA boxes, dtypes)
-reason = fwd.reason
+def reason(q, k, v, causal=False, window=None) -> str | None:
+    """The backward takes the forward's dense problems (same tiles, TMA boxes, dtypes): one K/V
+    head per query head and no window (the forward's variants run forward only)."""
+    from kernels.attention import variant_reason
+
+    if why := variant_reason(q, k, window, gqa=False, windows=False):
+        return f"the Hopper backward takes {why} (the forward runs it: under torch.no_grad())"
+    return fwd.reason(q, k, v, causal, window)
+
+
+def gradient_wanted(q, k, v) -> bool:
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -226,11 +236,21 @@ class HopperAttention(torch.autograd.Function):
 def differentiable(q, k, v, causal=False, window=None, *, version: int = BEST):
     """What ``("attention", "wgmma")`` (backward :data:`BEST`) and ``("attention", "wgmma",
     "fused_bwd")`` (version 2) run once the registry has checked the problem: autograd only
-    when a gradient is wanted, else the forward alone (no lse2 stored). (``window`` is always
-    None here: :func:`reason` refuses a window.)"""
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    when a gradient is wanted (dense problems: :func:`reason`), else the forward alone (no lse2
+    stored; grouped-query attention and windows too)."""
+    if gradient_wanted(q, k, v):
+        # (checked here too: the registry remembers a problem by its shapes, not requires_grad)
+        if why := reason(q, k, v, causal, window):
+            raise ValueError(f"wgmma attention: {why}")
         return HopperAttention.apply(q, k, v, causal, None, version)
-    return fwd._run(q, k, v, causal)
+    return fwd._run(q, k, v, causal, window)
+
+
+def registered_reason(q, k, v, causal=False, window=None) -> str | None:
+    """The differentiable entries' ``supports()``: the forward's problems, and the backward's
+    when a gradient is wanted."""
+    return reason(q, k, v, causal, window) if gradient_wanted(q, k, v) else fwd.reason(
+        q, k, v, causal, window)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

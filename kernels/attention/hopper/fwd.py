@@ -7,11 +7,16 @@ and the element type comes from the generated header (lesson 07's ``wgmma.define
 cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesson 07's
 ``tma.encode``, launches from ``course_utils.nvrtc``.
 
-Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H, Sk, D),
-contiguous, bf16 or fp16, D = 64 or 128; the output is (B, H, Sq, D) in their dtype.
-Registered (``registration.py``) as ``("attention", "wgmma")`` (the last step, differentiable:
-``bwd.py`` adds the backward) and ``("attention", "wgmma", "step<N>")`` for the others;
-``supports()`` says in plain words what a problem or GPU lacks.
+Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H_kv, Sk, D),
+contiguous, bf16 or fp16, D = 64 or 128; the output is (B, H, Sq, D) in their dtype. The
+variants are runtime arguments of the same kernel (its header says why they cost the dense path
+nothing): grouped-query attention (H a multiple of H_kv), a sliding window (``window``, with
+``causal``) and, through :func:`varlen_attention`, sequences packed end to end with cumulative
+offsets (:func:`kernels.attention.varlen.varlen_attention`'s arguments). Registered
+(``registration.py``) as ``("attention", "wgmma")`` (the last step, differentiable: ``bwd.py``
+adds the backward, for dense problems; the variants run forward only) and ``("attention",
+"wgmma", "step<N>")`` for the others; ``supports()`` says in plain words what a problem or GPU
+lacks.
 """
 
 from __future__ import annotations
@@ -172,10 +177,9 @@ def _capability(t: torch.Tensor) -> tuple[int, int] | None:
 
 
 def reason(q, k, v, causal=False, window=None) -> str | None:
-    from kernels.attention import variant_reason
-
-    return (variant_reason(q, k, window, gqa=False, windows=False)
-            or problem_reason(q, k, v, causal) or gpu_reason(_capability(q)))
+    """Why the forward cannot run the (validated) problem here: it takes grouped-query
+    attention and windows, so the problem and the GPU decide."""
+    return problem_reason(q, k, v, causal) or gpu_reason(_capability(q))
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -186,47 +190,117 @@ def _loaded(s: Step, dtype: torch.dtype, d: int, device: int, timeline: bool) ->
     return nvrtc.load(compile_step(s, dtype, d, timeline=timeline), device)
 
 
-_NO_POINTER = ctypes.c_void_p(0)  # nullptr: no timeline, no lse
+_NO_POINTER = ctypes.c_void_p(0)  # nullptr: no timeline, no lse, dense (no cu_seqlens)
 
 
 def launch(s: int | Step, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
            out: torch.Tensor, timeline: torch.Tensor | None = None,
-           lse: torch.Tensor | None = None, kernel: nvrtc.Kernel | None = None) -> None:
+           lse: torch.Tensor | None = None, window: int | None = None,
+           kernel: nvrtc.Kernel | None = None) -> None:
     """Launch on already-checked inputs (Sq > 0); ``out`` like ``q``. ``timeline``: a zeroed
     int64 buffer for a TIMELINE build (timeline.py). ``lse``: a float32 (B, H, Sq) tensor that
     gets each query's log-sum-exp in base 2 (what the backward needs; None: not stored).
-    ``kernel``: a loaded build of this step to launch instead of the file's (exercise
-    12.pingpong's, with the student's turns spliced in)."""
-    s = step(s)
+    ``k`` and ``v`` may have fewer heads (GQA); ``window`` with ``causal``. ``kernel``: a loaded
+    build of this step to launch instead of the file's (exercise 12.pingpong's, with the
+    student's turns spliced in)."""
     b, h, sq, d = q.shape
-    sk = k.shape[2]
+    # a window as long as the queries hides nothing (query i < Sq sees every key j <= i): none
+    window = 0 if window is None or window >= sq else window
+    _launch(step(s), d, q.view(-1, d), k.view(-1, d), v.view(-1, d), out, lse, sq, k.shape[2],
+            causal, window, h, h // k.shape[1], None, b * h, timeline, kernel)
+
+
+def _launch(s: Step, d: int, q2, k2, v2, out, lse, sq, sk, causal, window, heads, group,
+            cu_seqlens, query_heads, timeline=None, kernel=None) -> None:
+    """The launch both layouts share: q2, k2, v2 the 2-D views TMA reads (dense: B*H*S rows
+    of D; varlen: tokens rows of H*D), ``query_heads`` (B*H) of ``sq`` rows each (varlen: the
+    longest sequence), ``cu_seqlens`` (cu_q, cu_k) or None (dense)."""
     if kernel is None:
-        kernel = _loaded(s, q.dtype, d, q.device.index or 0, timeline is not None)
+        kernel = _loaded(s, q2.dtype, d, q2.device.index or 0, timeline is not None)
     bn = s.key_tile(d)
-    maps = [tma.encode(q.view(-1, d), 64, "q"), tma.encode(k.view(-1, d), bn, "k"),
-            tma.encode(v.view(-1, d), bn, "v")]
+    maps = [tma.encode(q2, 64, "q"), tma.encode(k2, bn, "k"), tma.encode(v2, bn, "v")]
+    cu_q, cu_k = cu_seqlens or (_NO_POINTER, _NO_POINTER)
     kernel(*maps, out, _NO_POINTER if lse is None else lse, sq, sk, int(causal),
-           LOG2E / math.sqrt(d),
+           LOG2E / math.sqrt(d), group, window, heads, cu_q, cu_k,
            _NO_POINTER if timeline is None else timeline,
-           grid=s.grid(b * h, sq), block=s.threads, shared_mem=s.shared_bytes(d))
+           grid=s.grid(query_heads, sq), block=s.threads, shared_mem=s.shared_bytes(d))
 
 
-def _run(q, k, v, causal=False, *, s: Step = BEST) -> torch.Tensor:
+def _run(q, k, v, causal=False, window=None, *, s: Step = BEST) -> torch.Tensor:
     out = torch.empty_like(q)
     if q.shape[2] == 0 or out.numel() == 0:
         return out
-    launch(s, q, k, v, causal, out)
+    launch(s, q, k, v, causal, out, window=window)
     return out
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              s: int | Step = BEST) -> torch.Tensor:
-    """``softmax(q kᵀ / sqrt(D)) v`` with a step's kernel; ValueError with the reason if it
-    cannot run here."""
+              s: int | Step = BEST, window: int | None = None) -> torch.Tensor:
+    """``softmax(q kᵀ / sqrt(D)) v`` with a step's kernel (forward only; k and v may have fewer
+    heads, ``window`` with ``causal``); ValueError with the reason if it cannot run here."""
     from kernels.attention import _validate  # the op's own checks: shapes, dtypes, devices
 
     s = step(s)
-    _validate(q, k, v, causal)
-    if why := reason(q, k, v, causal):
+    _validate(q, k, v, causal, window)
+    if why := reason(q, k, v, causal, window):
         raise ValueError(f"wgmma attention [{s.name}]: {why}")
-    return _run(q, k, v, causal, s=s)
+    return _run(q, k, v, causal, window, s=s)
+
+
+# -- variable length: sequences packed end to end ------------------------------------------------
+
+
+def varlen_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
+    """Why the forward cannot run a (validated) packed problem: q (tokens, H, D), k and v
+    (tokens, H_kv, D)."""
+    d = q.shape[-1]
+    if q.dtype not in DTYPES:
+        return f"wgmma attention takes bf16 or fp16, got {str(q.dtype)[6:]}"
+    if d not in HEAD_DIMS:
+        return f"head dim D must be 64 or 128; got D = {d}"
+    if not q.is_cuda:
+        return f"needs CUDA tensors, got q on {q.device.type}"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            return (f"{name} must be contiguous (tokens, H, D): TMA reads it as tokens rows of "
+                    f"H*D values; got strides {t.stride()} (call .contiguous())")
+        if reason := tma.check_operand(name, t.view(t.shape[0], t.shape[1] * d)):
+            return reason
+    return gpu_reason(_capability(q))
+
+
+def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int,
+                     max_seqlen_k: int, causal: bool = False,
+                     s: int | Step = BEST) -> torch.Tensor:
+    """:func:`kernels.attention.varlen.varlen_attention`'s problem (same arguments, validated by
+    the same function) on a step's kernel: q ``(total_q, H, D)``, k and v ``(total_k, H_kv, D)``,
+    ``cu_seqlens_*`` int32 cumulative lengths. Forward only: ValueError when a gradient is
+    wanted (varlen.varlen_attention trains), or with the reason it cannot run here."""
+    from kernels.attention import varlen
+
+    s = step(s)
+    varlen._validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
+    if why := varlen_reason(q, k, v):
+        raise ValueError(f"wgmma varlen_attention [{s.name}]: {why}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError(f"wgmma varlen_attention [{s.name}]: forward only, and q, k or v "
+                         "requires grad (use kernels.attention.varlen_attention to train, or "
+                         "call under torch.no_grad())")
+    out = torch.empty_like(q)
+    if out.numel() and max_seqlen_q:
+        launch_varlen(s, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, out)
+    return out
+
+
+def launch_varlen(s: int | Step, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
+                  causal: bool, out: torch.Tensor) -> None:
+    """Launch on already-checked packed inputs; ``out`` like ``q``, every row written."""
+    total_q, h, d = q.shape
+    if k.shape[0] == 0:  # no keys in any sequence: the weighted sum of nothing
+        out.zero_()
+        return
+    kv_width = k.shape[1] * d
+    _launch(step(s), d, q.view(total_q, h * d), k.view(-1, kv_width), v.view(-1, kv_width),
+            out, None, max_seqlen_q, 0, causal, 0, h, h // k.shape[1],
+            (cu_seqlens_q, cu_seqlens_k), (cu_seqlens_q.numel() - 1) * h)

@@ -5,7 +5,8 @@
 
 Each part writes ``DIR/<part>.txt``. The correctness check runs first, in a child process (an
 illegal access there cannot take the timings down with it): every step on the registry's cases
-in bf16 and fp16, then long sequences against the float32 reference, outputs poisoned with NaN
+in bf16 and fp16, then long sequences and the variants (grouped-query attention, windows, packed
+sequences: :func:`check_variants`) against the float32 reference, outputs poisoned with NaN
 first. The timings put every step beside SDPA's cuDNN and flash backends and the Triton
 provider (``kernels.attention.bench.measure``: interleaved rounds, medians); the timeline is
 saved for CPU students (``<device>-attention-timeline.json``); Nsight Compute profiles the last
@@ -74,7 +75,61 @@ def check() -> int:
                 print(f"  {'ok  ' if ok else 'FAIL'} {s.name} {str(dtype)[6:]:8s} "
                       f"B={b} H={h} Sq={sq} Sk={sk} D={d} causal={causal!s:5s} max error "
                       f"{err:.2e}{' NaN!' if nan else ''}", flush=True)
+    bad += check_variants()
     print(f"check: {bad} failures")
+    return bad
+
+
+# the variants on awkward shapes: (B, Hq, Hkv, Sq, Sk, D, causal, window); groups of 2, 4, 8,
+# Sq != Sk both ways, windows shorter than a tile, of a few tiles and longer than the sequence
+VARIANTS = [(2, 8, 4, 77, 77, 64, False, None), (1, 16, 2, 1000, 130, 64, True, None),
+            (2, 32, 8, 513, 2049, 128, False, None), (1, 32, 8, 4096, 4096, 128, True, None),
+            (2, 4, 2, 333, 333, 128, True, 9), (1, 8, 2, 1025, 700, 128, True, 200),
+            (1, 2, 2, 300, 90, 64, True, 17), (1, 16, 4, 4096, 4096, 64, True, 1024),
+            (1, 2, 2, 200, 200, 64, True, 5000)]
+VARLEN_LENGTHS = ([1, 63, 64, 65, 1000], [1000, 1, 65, 63, 64, 4097])
+
+
+def check_variants() -> int:
+    """Every step on GQA, windows and packed sequences against the float32 reference, outputs
+    poisoned with NaN first; the number of failures."""
+    import kernels
+    from kernels.attention.hopper import fwd
+    from kernels.attention.varlen import per_sequence
+
+    reference, bad = kernels.reference("attention"), 0
+
+    def report(ok_label: str, out: torch.Tensor, expected: torch.Tensor, dtype) -> int:
+        err = (out.float() - expected.float()).abs().max().item()
+        nan = out.isnan().any().item()
+        ok = not nan and err < (3e-2 if dtype == torch.bfloat16 else 6e-3)
+        print(f"  {'ok  ' if ok else 'FAIL'} {ok_label} max error {err:.2e}"
+              f"{' NaN!' if nan else ''}", flush=True)
+        return int(not ok)
+
+    for s in fwd.STEPS.values():
+        for dtype in fwd.DTYPES:
+            for b, h, h_kv, sq, sk, d, causal, window in VARIANTS:
+                q = (torch.randn(b, h, sq, d, device="cuda") * 2).to(dtype)
+                k = (torch.randn(b, h_kv, sk, d, device="cuda") * 2).to(dtype)
+                v = torch.randn(b, h_kv, sk, d, device="cuda").to(dtype)
+                out = torch.full_like(q, float("nan"))
+                fwd.launch(s, q, k, v, causal, out, window=window)
+                bad += report(f"{s.name} {str(dtype)[6:]:8s} B={b} Hq={h} Hkv={h_kv} Sq={sq} "
+                              f"Sk={sk} D={d} causal={causal!s:5s} window={window}", out,
+                              reference(q, k, v, causal, window), dtype)
+            for lengths in VARLEN_LENGTHS:
+                for d, causal in ((64, True), (128, False), (128, True)):
+                    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()],
+                                      dtype=torch.int32, device="cuda")
+                    q = (torch.randn(int(cu[-1]), 8, d, device="cuda") * 2).to(dtype)
+                    k = (torch.randn(int(cu[-1]), 2, d, device="cuda") * 2).to(dtype)
+                    v = torch.randn(int(cu[-1]), 2, d, device="cuda").to(dtype)
+                    out = torch.full_like(q, float("nan"))
+                    fwd.launch_varlen(s, q, k, v, cu, cu, max(lengths), causal, out)
+                    bad += report(f"{s.name} {str(dtype)[6:]:8s} varlen {lengths} Hq=8 Hkv=2 "
+                                  f"D={d} causal={causal!s:5s}", out,
+                                  per_sequence(reference, q, k, v, cu, cu, causal), dtype)
     return bad
 
 

@@ -5,9 +5,12 @@ registry's small cases (``kernels.sanitize.workload``, the same as ``make saniti
 
 The cases have ragged sequence lengths (77, 130, 97 keys: TMA's zero fill and the tail mask),
 causal and cross shapes, and several key tiles, so every ring slot is reused and its barriers
-change phase. Then each backward version (``attention_bwd.cu``'s two kernels, the fused one of
-``attention_bwd_fused.cu``) runs on the same cases through the autograd of the kernel registered
-with it (``("attention", "wgmma")``, ``("attention", "wgmma", "fused_bwd")``), a status line each.
+change phase; the registry's GQA and window cases run the forward's variants. Then packed
+sequences (``fwd.varlen_attention``: lengths 1, 63, 64, 65 and 130, whose ragged ends read the
+next sequence's rows and must not write them) on every step, and each backward version
+(``attention_bwd.cu``'s two kernels, the fused one of ``attention_bwd_fused.cu``) on the cases
+it takes through the autograd of the kernel registered with it (``("attention", "wgmma")``,
+``("attention", "wgmma", "fused_bwd")``), one status line each.
 """
 
 import os
@@ -30,9 +33,9 @@ def _backward(kernel) -> int:
     ran, where = 0, "making the inputs"
     try:
         for case, dtype, args in sanitize.small_cases(kernel, "cuda"):
-            if kernel.supports(*args) is None:
+            q, k, v = (t.detach().clone().requires_grad_() for t in args[:3])
+            if kernel.supports(q, k, v, *args[3:]) is None:  # (GQA, windows: forward only)
                 where = f"{case.label} {str(dtype).removeprefix('torch.')}"
-                q, k, v = (t.detach().clone().requires_grad_() for t in args[:3])
                 kernel(q, k, v, *args[3:]).backward(torch.randn_like(q))
                 torch.cuda.synchronize()
                 ran += 1
@@ -44,10 +47,42 @@ def _backward(kernel) -> int:
     return 0
 
 
+VARLEN_LENGTHS = (1, 63, 64, 65, 130)
+
+
+def varlen_workload() -> int:
+    """Every step's forward on packed sequences, causal and not, with GQA; 1 if one failed."""
+    import torch
+
+    from kernels.attention.hopper import fwd
+
+    lengths = torch.tensor(VARLEN_LENGTHS)
+    cu = torch.tensor([0, *lengths.cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    ran, where = 0, "making the inputs"
+    try:
+        for d in fwd.HEAD_DIMS:
+            q = torch.randn(int(cu[-1]), 4, d, device="cuda", dtype=torch.bfloat16)
+            k, v = (torch.randn(int(cu[-1]), 2, d, device="cuda", dtype=torch.bfloat16)
+                    for _ in range(2))
+            for s in fwd.STEPS.values():
+                for causal in (False, True):
+                    where = f"{s.name} D={d} causal={causal}"
+                    fwd.varlen_attention(q, k, v, cu, cu, max(VARLEN_LENGTHS),
+                                         max(VARLEN_LENGTHS), causal, s)
+                    torch.cuda.synchronize()
+                    ran += 1
+    except Exception as err:
+        print(f"{sanitize.MARK} attention/wgmma varlen | failed on {where}: "
+              f"{type(err).__name__}: {str(err).strip()[:200]}", flush=True)
+        return 1
+    print(f"{sanitize.MARK} attention/wgmma varlen | ran {ran} cases", flush=True)
+    return 0
+
+
 def main() -> int:
     os.environ.setdefault(sanitizer.VARIABLE, "by hand")  # the barrier waits' longer limit
     names = [k.name for k in sanitize.cuda_kernels(["attention/wgmma"])]
-    return sanitize.workload(names) | backward_workload()
+    return sanitize.workload(names) | varlen_workload() | backward_workload()
 
 
 if __name__ == "__main__":
