@@ -117,7 +117,8 @@ def pingpong_child(spliced: str, small: bool) -> dict:
         fwd.launch(step, q, k, v, causal, out, kernel=kernel(q.dtype, q.shape[-1]))
         if hung := _finished(label):
             stop(hung)
-        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                              enable_gqa=k.shape[1] != q.shape[1])
         try:
             compare(out, want.to(q.dtype), what=label, atol=atol, rtol=rtol)
         except Mismatch as wrong:
