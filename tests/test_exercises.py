@@ -106,7 +106,7 @@ def _shown_texts(cells: list[str]):
 # shown before its exercise, known: A5 shows the course's histogram_shared (BINS fixed at compile
 # time) above A5.histogram, which asks for the same kernel with a run-time bins (found by the test
 # below when it was written; left to A5's author)
-SHOWN_BEFORE = {("A5.histogram", "histogram_shared")}
+SHOWN_BEFORE: set[tuple[str, str]] = set()  # (exercise, function) pairs allowed: none
 
 
 def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
