@@ -69,7 +69,7 @@ def _tensor_core_kernels() -> str:
     """Lessons 05-07 and 12 compile one program per variant and configuration: every mma.sync
     variant at its default tiles, what lessons 05 and 06's cells compile (the steps' census;
     mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
-    build (sm_90a), and lesson 12's Hopper attention steps and backward."""
+    build (sm_90a), lesson 12's Hopper attention steps and lesson 13's backward."""
     from kernels.attention.hopper import bwd, fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
