@@ -93,7 +93,7 @@ def test_varlen_is_validated_as_varlen_attention_validates_it():
         fwd.varlen_attention(q, k, v, cu, cu, 2, longest)
     with pytest.raises(ValueError, match="cu_seqlens_k expected int32"):
         fwd.varlen_attention(q, k, v, cu, cu.long(), longest, longest)
-    with pytest.raises(ValueError, match=r"wgmma varlen_attention \[step4\]: needs CUDA"):
+    with pytest.raises(ValueError, match=r"wgmma varlen_attention \[step\d\]: needs CUDA"):
         fwd.varlen_attention(q, k, v, cu, cu, longest, longest)
     assert "head dim D must be 64 or 128" in fwd.varlen_reason(q[..., :32], k[..., :32],
                                                                v[..., :32])
