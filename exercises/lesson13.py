@@ -243,8 +243,8 @@ def _check_all(kernel, device: str, interpreting: bool) -> tuple[list[str], int,
 
         if interpreting:
             unchecked = expect_in_bounds(run, f"{label}: your kernel")
-            if unchecked:
-                labels.append(unchecked)
+            if unchecked:  # this Triton cannot interpret a copy (the GPU's compiled run checks)
+                return [unchecked], 0, 0
         else:
             run()
         same += _expect_case(label, x, *found["out"], keys_contiguous)
