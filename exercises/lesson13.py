@@ -286,10 +286,11 @@ def check_quantize(quantize_kernel, report) -> None:
         labels, same, total = _check_all(quantize_kernel, "cpu", True)
         where = "checked in Triton's interpreter on the CPU, every access inside the tensors"
     elif env.HAS_CUDA:
-        _check_all(interpreted(quantize_kernel), "cpu", True)  # every address, first
+        first, _, _ = _check_all(interpreted(quantize_kernel), "cpu", True)  # every address
         labels, same, total = _check_all(quantize_kernel, "cuda", False)
-        where = (f"every access inside the tensors in Triton's interpreter, then compiled on "
-                 f"{torch.cuda.get_device_name()}")
+        memory = first[0] if first[0].startswith("not verified") else \
+            "every access inside the tensors in Triton's interpreter"
+        where = f"{memory}; compiled on {torch.cuda.get_device_name()}"
     else:
         raise CannotCheck("Triton needs a CUDA GPU or its interpreter (TRITON_INTERPRET=1)")
     expect(total > 0, "no case ran", VALUES)
