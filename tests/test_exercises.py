@@ -146,6 +146,15 @@ def test_the_answer_on_screen_check_sees_attention_cuh():
     assert {"turn_wait", "turn_pass"} <= _functions_defined(ANSWERS["12.pingpong"][0])
 
 
+def test_the_answer_on_screen_check_sees_a_triton_kernel():
+    """... and lesson 13 showing quantize.py (its quantize_kernel) before 13.quantize."""
+    cells = ["from kernels.scaled_attention import quantize\nfrom course_utils.diffs import show",
+             "show(quantize.__file__)"]
+    texts = [text for _, text in _shown_texts(cells)]
+    assert len(texts) == 1 and "def quantize_kernel(" in texts[0]
+    assert "quantize_kernel" in _functions_defined(ANSWERS["13.quantize"][0])
+
+
 def test_every_exercise_has_a_solution_and_a_wrong_answer():
     assert sorted(ANSWERS) == sorted(IDS)
 

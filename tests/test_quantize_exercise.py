@@ -1,0 +1,66 @@
+"""Exercise 13.quantize in Triton's interpreter: the solution passes, and each hand-written wrong
+answer gets "not yet" with the hint that names its mistake."""
+
+import pytest
+
+import exercises
+from course_utils import env
+from exercises import lesson13
+from exercises.solutions.lesson13 import SOLUTIONS, WRONG
+
+pytestmark = pytest.mark.skipif(not env.TRITON_INTERPRET,
+                                reason="the check in Triton's interpreter (TRITON_INTERPRET=1)")
+
+ID = "13.quantize"
+HINTS = {
+    "one scale for the whole head": lesson13.WHOLE,
+    "a scale per head-dim column": lesson13.PER_COLUMN,
+    "the padding loaded as 1.0": lesson13.PADDING,
+    "no floor (an all-zero block divides by 0)": lesson13.FLOOR,
+    "240 (e4m3fnuz's largest) for 448": lesson13.FORMAT_MAX,
+    "127 (int8's largest) for 448": lesson13.FORMAT_MAX,
+    "a scale per row, not per block": lesson13.PER_ROW,
+    "x8 stored with x's strides": lesson13.STRIDES,
+    "x8 assumed contiguous": lesson13.STRIDES,
+    "x times the scale": lesson13.DIVIDE,
+}
+
+
+def _check(source: str):
+    names = exercises.load_cell(source, "test_13_quantize")
+    return exercises.run_check(ID, names["quantize_kernel"])
+
+
+def test_the_solution_passes_bit_for_bit_in_the_interpreter():
+    result = _check(SOLUTIONS[ID])
+    assert result.status == "passed", str(result)
+    total = sum(x.numel() for _, x, _ in lesson13._cases("cpu"))
+    assert f"{total} of {total} values equal to the reference bit for bit" in str(result)
+
+
+def test_every_wrong_answer_has_its_hint():
+    assert sorted(HINTS) == sorted(WRONG[ID])
+
+
+@pytest.mark.parametrize("name", sorted(WRONG[ID]))
+def test_a_wrong_answer_gets_not_yet_naming_its_mistake(name):
+    result = _check(WRONG[ID][name])
+    assert result.status == "not yet", str(result)
+    assert HINTS[name] in str(result), str(result)
+
+
+def test_a_masked_load_without_other_is_named_as_padding():
+    """Compiled, the masked-off lanes happen to read 0; the check's interpreter reads NaN."""
+    source = SOLUTIONS[ID].replace("mask=ok,\n                other=0.0)", "mask=ok)")
+    assert source != SOLUTIONS[ID]
+    result = _check(source)
+    assert result.status == "not yet" and lesson13.PADDING in str(result), str(result)
+
+
+def test_the_clamp_is_a_guard_the_values_never_need():
+    """x / (amax / 448) never rounds past 448: a kernel without the clamp passes (the statement
+    and the guide say so; it is not among the wrong answers)."""
+    source = SOLUTIONS[ID].replace("tl.clamp(tl.math.div_rn(x, scale), -E4M3_MAX, E4M3_MAX)",
+                                   "tl.math.div_rn(x, scale)")
+    assert source != SOLUTIONS[ID]
+    assert _check(source).status == "passed"
