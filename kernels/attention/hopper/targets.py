@@ -3,7 +3,7 @@
 saved for CPU students.
 
 The timings themselves come from ``kernels.attention.bench`` (``make bench``): it measures every
-registered attention kernel, so the four ``wgmma`` steps stand there beside SDPA's flash, cuDNN
+registered attention kernel, so the five ``wgmma`` steps stand there beside SDPA's flash, cuDNN
 and memory-efficient backends in the same run. This module adds:
 
 * :func:`verdicts`: the targets (the last step's forward at least 0.85x SDPA's cuDNN backend at
@@ -24,7 +24,12 @@ BACKWARD_LIMIT = ("two kernels recompute S = QKᵀ and dP = dO Vᵀ (7 matmuls p
                   "one kernel summing dQ through atomics has 5); producer warpgroups for both "
                   "kernels (the dK/dV ring no longer refilled by a consumer, dQ overlapped with "
                   "the next tile) were correct and no faster (git 086fc23, docs/results/nvidia-"
-                  "h100-80gb-hbm3-hopper-bwd-warpgroups-086fc23.log)")
+                  "h100-80gb-hbm3-hopper-bwd-warpgroups-086fc23.log); the one kernel, version 2, "
+                  "was slower (below)")
+# and what limits version 2 (attention_bwd_fused.cu), the one kernel
+FUSED_LIMIT = ("the one kernel saves the two recomputed matmuls, and its fp32 atomics into dQ and "
+               "the trip of dSᵀ through shared memory cost more (git 32553e0, docs/results/"
+               "nvidia-h100-80gb-hbm3-hopper-bwd-fused-32553e0.log)")
 RECORDED = "nvidia-h100-80gb-hbm3"
 
 
@@ -39,7 +44,8 @@ def verdicts(records: list[results.Record], provider: str = "wgmma",
     if passes not in ("fwd", "fwd+bwd"):
         raise ValueError(f"passes expected 'fwd' or 'fwd+bwd', got {passes!r}")
     target, why = ((TARGET, "same run, interleaved rounds") if passes == "fwd"
-                   else (BACKWARD_TARGET, BACKWARD_LIMIT))
+                   else (BACKWARD_TARGET, FUSED_LIMIT if "fused_bwd" in provider
+                         else BACKWARD_LIMIT))
     by_what = {r.what: r for r in records if r.unit == "TFLOP/s"}
     lines = []
     for what, r in by_what.items():
