@@ -275,6 +275,13 @@ last bit (`tl.math.div_rn` is the IEEE one); the report counts the values that c
 identical. `tl.max` over both axes, `tl.maximum`, `tl.clamp` and `.to(x8_ptr.dtype.element_ty)`
 are all it takes.""")
 def check_quantize(quantize_kernel, report) -> None:
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    expect(isinstance(quantize_kernel, JITFunction | InterpretedFunction),
+           f"quantize_kernel expected a @triton.jit kernel, got "
+           f"{type(quantize_kernel).__name__}", "keep @triton.jit on quantize_kernel: the check "
+           "launches it as quantize_blocks does")
     if lines := masked_loads_without_other(quantize_kernel):
         # (the interpreter's NaN for those lanes is dropped by tl.max, compiled they are often 0:
         # the values alone would pass it)

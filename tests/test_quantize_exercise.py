@@ -64,3 +64,11 @@ def test_the_clamp_is_a_guard_the_values_never_need():
                                    "tl.math.div_rn(x, scale)")
     assert source != SOLUTIONS[ID]
     assert _check(source).status == "passed"
+
+
+def test_the_quantiser_in_pytorch_is_not_the_kernel():
+    # "half of it in PyTorch": the reference's own operations, handed in as the answer
+    from kernels.scaled_attention.quantize import quantize_blocks_torch
+
+    result = exercises.run_check(ID, quantize_blocks_torch)
+    assert result.status == "not yet" and "expected a @triton.jit kernel" in str(result)
