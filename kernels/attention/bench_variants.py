@@ -41,7 +41,7 @@ import torch
 
 from course_utils import env, results, timing
 from kernels.attention.bench import all_providers
-from kernels.attention.varlen import per_sequence, varlen_attention
+from kernels.attention.varlen import cumulative, per_sequence, varlen_attention
 
 LESSON = "08_attention_variants"
 GQA_PREFILL = (2, 32, 8, 4096, 128)  # B, H_q, H_kv, S, D
@@ -172,8 +172,7 @@ def _varlen_records(quick: bool) -> list[results.Record]:
 
     n, total, h, h_kv, d = VARLEN
     lengths = varlen_lengths(n, total // 4 if quick else total)
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32,
-                      device="cuda")
+    cu = cumulative(lengths, "cuda")
     q = torch.randn(sum(lengths), h, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(sum(lengths), h_kv, d, device="cuda", dtype=torch.bfloat16)
             for _ in range(2))

@@ -70,9 +70,9 @@ def decode() -> int:
 def varlen() -> int:
     """Sequences of VARLEN_LENGTHS packed end to end, forward and backward."""
     from kernels.attention import varlen_attention
+    from kernels.attention.varlen import cumulative
 
-    cu = torch.tensor([0, *torch.tensor(VARLEN_LENGTHS).cumsum(0).tolist()], device="cuda",
-                      dtype=torch.int32)
+    cu = cumulative(VARLEN_LENGTHS, "cuda")
     total, longest = int(cu[-1]), max(VARLEN_LENGTHS)
     ran = 0
     for causal in (False, True):

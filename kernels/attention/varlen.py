@@ -308,6 +308,12 @@ class VarlenAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None, None
 
 
+def cumulative(lengths, device=None) -> torch.Tensor:
+    """``cu_seqlens`` for sequences of ``lengths``: int32 ``[0, n_0, n_0 + n_1, ..., total]``."""
+    return torch.tensor([0, *torch.tensor(list(lengths)).cumsum(0).tolist()], dtype=torch.int32,
+                        device=device)
+
+
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                      max_seqlen_q: int, max_seqlen_k: int, causal: bool = False) -> torch.Tensor:

@@ -106,7 +106,7 @@ def check_variants() -> int:
     poisoned with NaN first; the number of failures."""
     import kernels
     from kernels.attention.hopper import fwd
-    from kernels.attention.varlen import per_sequence
+    from kernels.attention.varlen import cumulative, per_sequence
 
     reference, bad = kernels.reference("attention"), 0
 
@@ -129,8 +129,7 @@ def check_variants() -> int:
                               reference(q, k, v, causal, window), dtype)
             for lengths in VARLEN_LENGTHS:
                 for d, causal in ((64, True), (128, False), (128, True)):
-                    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()],
-                                      dtype=torch.int32, device="cuda")
+                    cu = cumulative(lengths, "cuda")
                     q = (torch.randn(int(cu[-1]), 8, d, device="cuda") * 2).to(dtype)
                     k = (torch.randn(int(cu[-1]), 2, d, device="cuda") * 2).to(dtype)
                     v = torch.randn(int(cu[-1]), 2, d, device="cuda").to(dtype)

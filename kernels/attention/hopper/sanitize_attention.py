@@ -18,6 +18,7 @@ import sys
 
 from course_utils import sanitizer
 from kernels import sanitize
+from kernels.attention.sanitize_triton import VARLEN_LENGTHS  # the Triton workload's lengths
 
 
 def backward_workload() -> int:
@@ -47,17 +48,15 @@ def _backward(kernel) -> int:
     return 0
 
 
-VARLEN_LENGTHS = (1, 63, 64, 65, 130)
-
 
 def varlen_workload() -> int:
     """Every step's forward on packed sequences, causal and not, with GQA; 1 if one failed."""
     import torch
 
     from kernels.attention.hopper import fwd
+    from kernels.attention.varlen import cumulative
 
-    lengths = torch.tensor(VARLEN_LENGTHS)
-    cu = torch.tensor([0, *lengths.cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    cu = cumulative(VARLEN_LENGTHS, "cuda")
     ran, where = 0, "making the inputs"
     try:
         for d in fwd.HEAD_DIMS:
