@@ -78,19 +78,6 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "attention_bwd.cuh"               // the dK/dV walk's pieces (version 1 shares them)
 
 // ---- what version 2 adds ---------------------------------------------------------------------
-// wgmma m64n64k16 with BOTH operands MN-major in shared memory (imm-trans-a = imm-trans-b = 1):
-// A = dS read through dS^T's tile, B = K read as [keys][D]
-__device__ __forceinline__ void wgmma_mn_mn64(float (&d)[32], u64 desc_a, u64 desc_b,
-                                              u32 scale_d) {
-#define SS64T(TYPE)                                                                            \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                               \
-                 " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " WG_REGS_32    \
-                 ", %32, %33, p, 1, 1, 1, 1;\n}\n"                                             \
-                 : WG_OPS_32 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-    if constexpr (cuda::std::is_same_v<a_t, __nv_bfloat16>) SS64T("bf16"); else SS64T("f16");
-#undef SS64T
-}
-
 // one atomic addition of two neighbouring floats (8-byte aligned), done in L2; returns nothing
 __device__ __forceinline__ void red_add2(float* p, float x, float y) {
     asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};"
@@ -203,8 +190,11 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
 #pragma unroll
         for (int kk = 0; kk < DQ_KEYS / 16; ++kk) {  // dQ_partial = dS K: 16 keys a step
             const char* at = ds_tile + (dq_key0 + 16 * kk) * K_TILE;
-            wgmma_mn_mn64(dq_acc, smem_descriptor_mn(at, DS_BYTES),
-                          smem_descriptor_mn(k_for_dq + 16 * kk * K_TILE, BK * K_TILE), kk > 0);
+            // both operands MN-major (imm-trans-a = imm-trans-b = 1): A = dS read through
+            // dS^T's tile, B = K read as [keys][D]
+            wgmma_ss<64, 1, 1>(dq_acc, smem_descriptor_mn(at, DS_BYTES),
+                               smem_descriptor_mn(k_for_dq + 16 * kk * K_TILE, BK * K_TILE),
+                               kk > 0);
         }
         wgmma_commit();
         wgmma_rs_tile<D, BQ>(dk_acc, a, q_slot, n > 0);  // dK += dS^T Q
