@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,32 +78,60 @@ def _operand_types(kernel: Kernel, args: tuple) -> tuple:
 
 # -- the workload: runs in the sanitizer's child process -------------------------------------
 
+class Skip(Exception):
+    """Raised by a part of a workload that cannot run here; its message says why."""
+
+
+def part(name: str, cases: Iterator[str], unit: str = "cases") -> int:
+    """Run one part of a workload and print its status line, ``@@sanitize <name> | <status>``:
+    ``ran <N> <unit>``, ``skipped: <why>`` (it raised :class:`Skip`), or ``failed on <case>:
+    <error type>: <the message's first line>``. 1 if it failed, else 0: a failed part is
+    reported and the workload goes on with the others.
+
+    ``cases`` is a generator that runs the part's cases one by one and yields each one's label
+    just before running it, so that a failure names its case. The GPU is waited for after each
+    case: the sanitizer reports when a kernel ends, and an error a kernel causes surfaces at
+    the wait, still under its own case's label."""
+    ran, where, failed = 0, "making the inputs", False
+    try:
+        for label in cases:
+            _wait()  # for the case before this one (resuming the generator ran it)
+            ran, where = ran + 1, label
+        _wait()
+        status = f"ran {ran} {unit}"
+    except Skip as why:
+        status = f"skipped: {why}"
+    except Exception as err:  # say which part and case, and go on with the others
+        first = (str(err).strip().splitlines() or [""])[0]
+        status, failed = f"failed on {where}: {type(err).__name__}: {first}", True
+    print(f"{MARK} {name} | {status}", flush=True)
+    return int(failed)
+
+
+def _wait() -> None:
+    if torch.cuda.is_initialized():  # (nothing was launched otherwise)
+        torch.cuda.synchronize()
+
+
+def _small_cases_run(kernel: Kernel) -> Iterator[str]:
+    """The kernel on each of its op's small cases that it takes."""
+    if reason := kernel.unavailable():
+        raise Skip(reason)
+    ran = False
+    for case, dtype, args in small_cases(kernel, "cuda"):
+        if kernel.supports(*args) is None:  # a case this kernel does not take: not run
+            yield f"{case.label} {str(dtype).removeprefix('torch.')}"
+            kernel(*args)
+            ran = True
+    if not ran:
+        raise Skip("no case of its op fits it")
+
+
 def workload(names: list[str]) -> int:
     """Run each named kernel on its op's small cases; print one status line per kernel."""
     torch.manual_seed(0)
     wanted = [k for k in cuda_kernels() if k.name in names] if names else cuda_kernels()
-    failed = 0
-    for kernel in wanted:
-        if reason := kernel.unavailable():
-            print(f"{MARK} {kernel.name} | skipped: {reason}", flush=True)
-            continue
-        ran, where = 0, "making the inputs"
-        try:
-            for case, dtype, args in small_cases(kernel, "cuda"):
-                if kernel.supports(*args) is None:  # a case this kernel does not take: not run
-                    where = f"{case.label} {str(dtype).removeprefix('torch.')}"
-                    kernel(*args)
-                    torch.cuda.synchronize()  # the sanitizer reports when the kernel ends
-                    ran += 1
-        except Exception as err:  # say which kernel, and go on with the others
-            failed += 1
-            first = (str(err).strip().splitlines() or [""])[0]
-            print(f"{MARK} {kernel.name} | failed on {where}: "
-                  f"{type(err).__name__}: {first}", flush=True)
-            continue
-        status = f"ran {ran} cases" if ran else "skipped: no case of its op fits it"
-        print(f"{MARK} {kernel.name} | {status}", flush=True)
-    return 1 if failed else 0
+    return max([part(k.name, _small_cases_run(k)) for k in wanted], default=0)
 
 
 def statuses(output: str) -> dict[str, str]:

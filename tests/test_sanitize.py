@@ -135,6 +135,53 @@ def test_every_cuda_kernel_is_clean_under_the_sanitizer(capsys):
     assert (env.RESULTS_DIR / f"{env.device_slug()}-sanitizer.txt").exists()
 
 
+def test_a_part_reports_what_it_ran_skipped_or_failed_on(capsys):
+    # (the status lines every workload prints: kernels/sanitize.py's, the Hopper attention's,
+    # the Triton attention's; statuses() reads them back)
+    def cases(fail_at=None, skip=False):
+        if skip:
+            raise sanitize.Skip("needs sm_89+")
+        for label in ("ragged 77", "causal 130"):
+            yield label
+            if label == fail_at:
+                raise RuntimeError("CUDA error: an illegal memory access\nmore detail")
+
+    def broken_inputs():
+        raise ValueError("no inputs")
+        yield "never"
+
+    assert sanitize.part("a/ok", cases()) == 0
+    assert sanitize.part("a/problems", cases(), "problems") == 0
+    assert sanitize.part("a/late", cases(fail_at="causal 130")) == 1
+    assert sanitize.part("a/early", cases(fail_at="ragged 77")) == 1
+    assert sanitize.part("a/skip", cases(skip=True)) == 0
+    assert sanitize.part("a/inputs", broken_inputs()) == 1
+    out = capsys.readouterr().out
+    assert sanitize.statuses(out) == {
+        "a/ok": "ran 2 cases", "a/problems": "ran 2 problems",
+        "a/late": "failed on causal 130: RuntimeError: CUDA error: an illegal memory access",
+        "a/early": "failed on ragged 77: RuntimeError: CUDA error: an illegal memory access",
+        "a/skip": "skipped: needs sm_89+",
+        "a/inputs": "failed on making the inputs: ValueError: no inputs"}
+    assert all(line.startswith(sanitize.MARK + " ") for line in out.splitlines())
+
+
+def test_the_attention_workloads_report_every_part_without_a_gpu(capsys):
+    # (on a GPU they run under compute-sanitizer: gpu_run --only sanitize, sanitize_triton)
+    if env.HAS_CUDA:
+        pytest.skip("on a GPU the workloads run the kernels")
+    from kernels.attention import sanitize_triton
+    from kernels.attention.hopper import sanitize_attention
+
+    assert sanitize_triton.workload() == 1
+    assert sanitize_attention.varlen_workload() == 1
+    assert sanitize_attention.backward_workload() == 1
+    status = sanitize.statuses(capsys.readouterr().out)
+    assert list(status) == [*sanitize_triton.PARTS, "attention/wgmma varlen",
+                            "attention/wgmma backward", "attention/wgmma[fused_bwd] backward"]
+    assert all(s.startswith(("failed on ", "skipped: ")) for s in status.values()), status
+
+
 def test_the_workload_says_why_a_kernel_cannot_run_here(capsys):
     if env.HAS_CUDA:
         pytest.skip("on a GPU the workload runs the kernels (the GPU test above)")

@@ -17,14 +17,16 @@ tile on a ragged edge has. So the workload runs each kernel where its masks matt
   side by side, grouped heads, causal and not;
 * the fp8 forward (``scaled_attention``, sm_89 and later) on its own op's cases.
 
-Each part prints one status line; the workload exits non-zero when one raised. Under the
-sanitizer every access is checked, so the shapes stay small (a minute per tool on an H100).
+Each part prints one status line (``kernels.sanitize.part``: the problems it ran, or the one it
+failed on); the workload exits non-zero when one failed. Under the sanitizer every access is
+checked, so the shapes stay small (a minute per tool on an H100).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -40,85 +42,65 @@ VARLEN_LENGTHS = (1, 63, 64, 65, 130)  # a single row, both sides of a 64-row ti
 DECODE_KEYS = (100, 3000)  # one split, and enough keys to be split across programs
 
 
-def dense() -> int:
+def dense() -> Iterator[str]:
     """The registry's small cases through the Triton provider, forward then backward."""
     kernel = kernels.get_kernel("attention", "triton")
-    ran = 0
-    for _case, _dtype, args in sanitize.small_cases(kernel, "cuda"):
+    for case, dtype, args in sanitize.small_cases(kernel, "cuda"):
         if kernel.supports(*args) is not None:
             continue
+        yield f"{case.label} {str(dtype).removeprefix('torch.')}"
         q, k, v = (t.detach().clone().requires_grad_() for t in args[:3])
         kernel(q, k, v, *args[3:]).backward(torch.randn_like(q))
-        ran += 1
-    return ran
 
 
-def decode() -> int:
+def decode() -> Iterator[str]:
     """One query per head over a KV cache: grouped heads (4 per K/V head) and not."""
     kernel = kernels.get_kernel("attention", "triton")
-    ran = 0
     for sk in DECODE_KEYS:
         for h, h_kv in ((8, 2), (4, 4)):
+            yield f"Sk={sk} H={h} H_kv={h_kv}"
             q = torch.randn(2, h, 1, 64, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(2, h_kv, sk, 64, device="cuda", dtype=torch.bfloat16)
                     for _ in range(2))
             kernel(q, k, v)
-            ran += 1
-    return ran
 
 
-def varlen() -> int:
+def varlen() -> Iterator[str]:
     """Sequences of VARLEN_LENGTHS packed end to end, forward and backward."""
     from kernels.attention import varlen_attention
     from kernels.attention.varlen import cumulative
 
     cu = cumulative(VARLEN_LENGTHS, "cuda")
     total, longest = int(cu[-1]), max(VARLEN_LENGTHS)
-    ran = 0
     for causal in (False, True):
+        yield f"causal={causal}"
         q = torch.randn(total, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k, v = (torch.randn(total, 2, 64, device="cuda", dtype=torch.bfloat16,
                             requires_grad=True) for _ in range(2))
         out = varlen_attention(q, k, v, cu, cu, longest, longest, causal)
         out.backward(torch.randn_like(out))
-        ran += 1
-    return ran
 
 
-def fp8() -> int:
+def fp8() -> Iterator[str]:
     """The fp8 forward on its op's cases (skipped before sm_89: e4m3 needs it)."""
     kernel = kernels.get_kernel("scaled_attention", "triton")
     if why := kernel.unavailable():
-        raise LookupError(why)
-    ran = 0
+        raise sanitize.Skip(why)
     for case in OPS["scaled_attention"].cases:
         args = case.make(torch.bfloat16, "cuda")
         if kernel.supports(*args) is None:
+            yield case.label
             kernel(*args)
-            ran += 1
-    return ran
 
 
+# each part runs its cases, yielding each one's label first (kernels.sanitize.part)
 PARTS = {"dense forward + backward": dense, "decoding": decode, "varlen forward + backward": varlen,
          "fp8 forward": fp8}
 
 
 def workload() -> int:
     torch.manual_seed(0)
-    failed = 0
-    for name, part in PARTS.items():
-        try:
-            ran = part()
-            torch.cuda.synchronize()  # the sanitizer reports when the kernels end
-            status = f"ran {ran} problems"
-        except LookupError as why:
-            status = f"skipped: {why}"
-        except Exception as err:  # say which part, and go on with the others
-            failed += 1
-            first = (str(err).strip().splitlines() or [""])[0]
-            status = f"failed: {type(err).__name__}: {first}"
-        print(f"{sanitize.MARK} {name} | {status}", flush=True)
-    return 1 if failed else 0
+    return max(sanitize.part(name, cases(), "problems") for name, cases in PARTS.items())
 
 
 def main(argv: list[str] | None = None) -> int:

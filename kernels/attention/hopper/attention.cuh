@@ -60,17 +60,22 @@ __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const u32 (&a)[4],
 
 // ---- 3d. S = Q K^T for key tiles of 64 or 128 --------------------------------------------------
 // hopper.cuh spells out m64n128 and m64n256 (lesson 07's tiles); a tile of 64 keys needs m64n64.
-template <int N>
+// TRANS_A, TRANS_B: wgmma's imm-trans-a and imm-trans-b, 1 for an operand read MN-major through
+// smem_descriptor_mn (N = 64 only: the backward's version 2 reads both dS and K so, dQ = dS K)
+template <int N, int TRANS_A = 0, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
+    static_assert((TRANS_A == 0 || TRANS_A == 1) && (TRANS_B == 0 || TRANS_B == 1), "0 or 1");
     if constexpr (N == 64) {
 #define SS64(TYPE)                                                                             \
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                               \
                  " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " WG_REGS_32    \
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                             \
-                 : WG_OPS_32 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+                 ", %32, %33, p, 1, 1, %35, %36;\n}\n"                                         \
+                 : WG_OPS_32 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A),           \
+                   "n"(TRANS_B))
         if constexpr (cuda::std::is_same_v<a_t, __nv_bfloat16>) SS64("bf16"); else SS64("f16");
 #undef SS64
     } else {
+        static_assert(TRANS_A == 0 && TRANS_B == 0, "hopper.cuh's wgmma reads both K-major");
         wgmma<N>(d, desc_a, desc_b, scale_d);
     }
 }

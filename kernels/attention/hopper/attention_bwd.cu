@@ -86,14 +86,8 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
                    out_t* __restrict__ dv, int sq, int sk, int causal, float scale_log2,
                    float scale) {
     static_assert((D == 64 || D == 128) && BQ == 64 && STAGES >= 2, "shape");
-    constexpr int BK = BWD_KEYS;                             // keys per block: 2 warpgroups
-    constexpr int KV_BYTES = BK * D * int(sizeof(a_t));      // the block's K (or V)
-    constexpr int TILE_BYTES = BQ * D * int(sizeof(a_t));    // one Q (or dO) tile
-    constexpr int SLOT = 2 * TILE_BYTES;                     // a ring slot: Q tile, then dO tile
+    using Walk = KeyWalk<D, BQ, STAGES>;  // the block's K and V, the ring of Q and dO tiles
     extern __shared__ char raw[];
-    char* k_tile = aligned_smem(raw);     // [BOXES][BK rows][128 bytes]
-    char* v_tile = k_tile + KV_BYTES;     // the same
-    char* ring = v_tile + KV_BYTES;       // STAGES x ([BOXES][BQ][128] of Q, then of dO)
     __shared__ u64 kv_full, full[STAGES], empty[STAGES];
     // (lse2, Delta) of the tile's queries, per warpgroup, two buffers (tile n % 2)
     __shared__ float2 per_query[2][2][BQ];
@@ -105,30 +99,13 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
         store_zero_gradients<D>(dk, dv, bh, sk, n0 + consumer * 64);
         return;
     }
-    const bool producer = threadIdx.x == 0;
-    if (producer) {
-        mbar_init(&kv_full, 1);
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 2 * WARPGROUP / 32);  // each warp releases
-        }
-        fence_barrier_init();
-    }
-    __syncthreads();
-
-    auto load_tile = [&](int n) {  // query tile first + n: Q and dO into slot n % STAGES
-        load_query_tile<D, BQ>(ring + (n % STAGES) * SLOT, tma_q, tma_do, &full[n % STAGES],
-                               bh * sq + (first + n) * BQ);
-    };
-    if (producer) {  // K and V once, then the first STAGES query tiles
-        load_keys<D>(k_tile, v_tile, tma_k, tma_v, &kv_full, bh * sk + n0);
-        for (int n = 0; n < min(STAGES, n_tiles); ++n) load_tile(n);
-    }
+    const Walk walk(raw, &kv_full, full, empty, tma_q, tma_do, blk, sq);
+    walk.start(tma_k, tma_v, sk, n0);
 
     // ---- a consumer: 64 keys; thread t holds keys key and key + 8 of them ------------------
     const int key = n0 + consumer * 64 + 16 * (t / 32) + lane / 4;
-    const char* k_rows = k_tile + consumer * 64 * K_TILE;
-    const char* v_rows = v_tile + consumer * 64 * K_TILE;
+    const char* k_rows = walk.k_tile + consumer * 64 * K_TILE;
+    const char* v_rows = walk.v_tile + consumer * 64 * K_TILE;
     // dK and dV are not zeroed: the first tile's products overwrite them (scale_d = 0). They
     // are in flight across the loop's back edge (dK into the next tile), and an accumulator that
     // an ordinary instruction wrote before the loop makes ptxas serialise every wgmma (C7515)
@@ -140,8 +117,8 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
     mbar_wait(&kv_full, 0);
     for (int n = 0; n < n_tiles; ++n) {
         const int s = n % STAGES, m0 = (first + n) * BQ;
-        const char* q_slot = ring + s * SLOT;
-        const char* do_slot = q_slot + TILE_BYTES;
+        const char* q_slot = walk.ring + s * Walk::SLOT;
+        const char* do_slot = q_slot + Walk::TILE_BYTES;
         float2* pq = per_query[consumer][n % 2];
         stage_query_stats<BQ>(pq, lse, delta, bh, sq, m0, t);
         warpgroup_barrier(1 + consumer);  // (the tile before last read the other buffer)
@@ -168,13 +145,7 @@ attention_bwd_dkdv(const __grid_constant__ CUtensorMap tma_q,
         // thread 0 refills it with tile n - 1 + STAGES once both warpgroups are done with it.
         // (Here, with no wgmma in flight: a branch beside a running wgmma makes ptxas
         // serialise them all, its note C7520)
-        if (n > 0) {
-            if (lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
-            if (producer && n - 1 + STAGES < n_tiles) {
-                mbar_wait(&empty[(n - 1) % STAGES], ((n - 1) / STAGES) & 1);
-                load_tile(n - 1 + STAGES);
-            }
-        }
+        walk.release_previous(n, lane);
         pack_a<BQ>(a, dpt);
         wgmma_fence();
         wgmma_rs_tile<D, BQ>(dk_acc, a, q_slot, n > 0);  // dK += dS^T Q: Q as the forward's V

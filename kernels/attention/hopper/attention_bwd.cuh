@@ -3,7 +3,8 @@
 // A block owns 128 keys of one head (two consumer warpgroups of 64) and walks the query tiles
 // that see them; per tile each warpgroup computes the TRANSPOSED scores S^T = K Q^T and
 // dP^T = V dO^T, then P^T and dS^T, which are wgmma's A operand for dV += P^T dO and dK += dS^T
-// Q (attention_bwd.cu's header says why). The schedule (what waits for what) stays in each
+// Q (attention_bwd.cu's header says why). Both walk the same ring (KeyWalk: the block's K and
+// V, then Q and dO tiles refilled by thread 0); the schedule (what waits for what) stays in each
 // kernel: it is what the two versions differ in. Included after hopper.cuh and attention.cuh.
 #pragma once
 
@@ -51,6 +52,69 @@ __device__ __forceinline__ void load_query_tile(char* slot, const CUtensorMap& t
         tma_load(slot + TILE_BYTES + b * BQ * K_TILE, tma_do, b * K_TILE, row, full);
     }
 }
+
+// The walk's shared memory and its ring, the same in both versions: the block's K and V, loaded
+// once, then STAGES slots, each one query tile's Q then its dO, refilled as the walk goes.
+// Thread 0 (a consumer: the kernels have no producer warp, attention_bwd.cu's header says why)
+// issues every copy. The barriers are the kernel's own __shared__ variables: kv_full (K and V
+// are in) and, per slot, full (its two tiles are in) and empty (each of the 8 warps is done).
+template <int D, int BQ, int STAGES>
+struct KeyWalk {
+    static constexpr int KV_BYTES = BWD_KEYS * D * int(sizeof(a_t));  // the block's K (or V)
+    static constexpr int TILE_BYTES = BQ * D * int(sizeof(a_t));      // one Q (or dO) tile
+    static constexpr int SLOT = 2 * TILE_BYTES;  // a ring slot: Q tile, then dO tile
+    static constexpr int BYTES = 2 * KV_BYTES + STAGES * SLOT;  // all of it, from aligned_smem
+    char* k_tile;  // [BOXES][BWD_KEYS rows][128 bytes]
+    char* v_tile;  // the same
+    char* ring;    // STAGES x ([BOXES][BQ][128] of Q, then of dO); version 2's dS^T tiles follow
+    u64 *kv_full, *full, *empty;
+    const CUtensorMap &tma_q, &tma_do;
+    int bh, sq, first, n_tiles;
+    bool producer;  // thread 0
+
+    __device__ __forceinline__ KeyWalk(char* raw, u64* kv_full, u64* full, u64* empty,
+                                       const CUtensorMap& tma_q, const CUtensorMap& tma_do,
+                                       const KeyBlock& blk, int sq)
+        : k_tile(aligned_smem(raw)), v_tile(k_tile + KV_BYTES), ring(v_tile + KV_BYTES),
+          kv_full(kv_full), full(full), empty(empty), tma_q(tma_q), tma_do(tma_do), bh(blk.bh),
+          sq(sq), first(blk.first), n_tiles(blk.n_tiles), producer(threadIdx.x == 0) {}
+
+    // query tile first + n: Q and dO into slot n % STAGES
+    __device__ __forceinline__ void load_tile(int n) const {
+        load_query_tile<D, BQ>(ring + (n % STAGES) * SLOT, tma_q, tma_do, &full[n % STAGES],
+                               bh * sq + (first + n) * BQ);
+    }
+
+    // the barriers set up, then K and V once and the first STAGES query tiles on their way
+    __device__ __forceinline__ void start(const CUtensorMap& tma_k, const CUtensorMap& tma_v,
+                                          int sk, int n0) const {
+        if (producer) {
+            mbar_init(kv_full, 1);
+            for (int s = 0; s < STAGES; ++s) {
+                mbar_init(&full[s], 1);
+                mbar_init(&empty[s], 2 * WARPGROUP / 32);  // each warp releases
+            }
+            fence_barrier_init();
+        }
+        __syncthreads();
+        if (producer) {
+            load_keys<D>(k_tile, v_tile, tma_k, tma_v, kv_full, bh * sk + n0);
+            for (int n = 0; n < min(STAGES, n_tiles); ++n) load_tile(n);
+        }
+    }
+
+    // tile n - 1's slot is free (both warpgroups are past its last matmul): this warp says so,
+    // and thread 0 refills it with tile n - 1 + STAGES once all 8 warps have
+    __device__ __forceinline__ void release_previous(int n, int lane) const {
+        if (n > 0) {
+            if (lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
+            if (producer && n - 1 + STAGES < n_tiles) {
+                mbar_wait(&empty[(n - 1) % STAGES], ((n - 1) / STAGES) & 1);
+                load_tile(n - 1 + STAGES);
+            }
+        }
+    }
+};
 
 // This tile's (lse2, Delta) per query, staged in shared memory by the warpgroup (the reduction
 // index of dV and dK is the query: they are per COLUMN of S^T); +inf past Sq: P = 2^-inf = 0

@@ -78,19 +78,6 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 #include "attention_bwd.cuh"               // the dK/dV walk's pieces (version 1 shares them)
 
 // ---- what version 2 adds ---------------------------------------------------------------------
-// wgmma m64n64k16 with BOTH operands MN-major in shared memory (imm-trans-a = imm-trans-b = 1):
-// A = dS read through dS^T's tile, B = K read as [keys][D]
-__device__ __forceinline__ void wgmma_mn_mn64(float (&d)[32], u64 desc_a, u64 desc_b,
-                                              u32 scale_d) {
-#define SS64T(TYPE)                                                                            \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                               \
-                 " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " WG_REGS_32    \
-                 ", %32, %33, p, 1, 1, 1, 1;\n}\n"                                             \
-                 : WG_OPS_32 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-    if constexpr (cuda::std::is_same_v<a_t, __nv_bfloat16>) SS64T("bf16"); else SS64T("f16");
-#undef SS64T
-}
-
 // one atomic addition of two neighbouring floats (8-byte aligned), done in L2; returns nothing
 __device__ __forceinline__ void red_add2(float* p, float x, float y) {
     asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};"
@@ -128,15 +115,11 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
                     float scale_log2, float scale) {
     static_assert((D == 64 || D == 128) && BQ == 64 && STAGES >= 2, "shape");
     constexpr int BK = BWD_KEYS;                             // keys per block: 2 warpgroups
-    constexpr int KV_BYTES = BK * D * int(sizeof(a_t));      // the block's K (or V)
-    constexpr int TILE_BYTES = BQ * D * int(sizeof(a_t));    // one Q (or dO) tile
-    constexpr int SLOT = 2 * TILE_BYTES;                     // a ring slot: Q tile, then dO tile
+    using Walk = KeyWalk<D, BQ, STAGES>;                     // K, V and the ring: as version 1
     constexpr int DS_BYTES = BK * BQ * int(sizeof(a_t));     // dS^T of the block, one tile
     extern __shared__ char raw[];
-    char* k_tile = aligned_smem(raw);     // [BOXES][BK rows][128 bytes]
-    char* v_tile = k_tile + KV_BYTES;     // the same
-    char* ring = v_tile + KV_BYTES;       // STAGES x ([BOXES][BQ][128] of Q, then of dO)
-    char* ds_tiles = ring + STAGES * SLOT;  // 2 x [BK keys][128 bytes of queries], swizzled
+    // after K, V and the ring: 2 x [BK keys][128 bytes of queries], swizzled
+    char* ds_tiles = aligned_smem(raw) + Walk::BYTES;
     __shared__ u64 kv_full, full[STAGES], empty[STAGES];
     __shared__ float2 per_query[2][2][BQ];  // as version 1
 
@@ -147,36 +130,19 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
         store_zero_gradients<D>(dk, dv, bh, sk, n0 + consumer * 64);
         return;
     }
-    const bool producer = threadIdx.x == 0;
-    if (producer) {
-        mbar_init(&kv_full, 1);
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 2 * WARPGROUP / 32);  // each warp releases
-        }
-        fence_barrier_init();
-    }
-    __syncthreads();
-
-    auto load_tile = [&](int n) {  // query tile first + n: Q and dO into slot n % STAGES
-        load_query_tile<D, BQ>(ring + (n % STAGES) * SLOT, tma_q, tma_do, &full[n % STAGES],
-                               bh * sq + (first + n) * BQ);
-    };
-    if (producer) {  // K and V once, then the first STAGES query tiles
-        load_keys<D>(k_tile, v_tile, tma_k, tma_v, &kv_full, bh * sk + n0);
-        for (int n = 0; n < min(STAGES, n_tiles); ++n) load_tile(n);
-    }
+    const Walk walk(raw, &kv_full, full, empty, tma_q, tma_do, blk, sq);
+    walk.start(tma_k, tma_v, sk, n0);
 
     // ---- a consumer: 64 keys; thread t holds keys key and key + 8 of them ------------------
     const int row_in_block = consumer * 64 + 16 * (t / 32) + lane / 4;
     const int key = n0 + row_in_block;
-    const char* k_rows = k_tile + consumer * 64 * K_TILE;
-    const char* v_rows = v_tile + consumer * 64 * K_TILE;
+    const char* k_rows = walk.k_tile + consumer * 64 * K_TILE;
+    const char* v_rows = walk.v_tile + consumer * 64 * K_TILE;
     // this warpgroup's part of each dQ tile (the header says why): keys dq_key0 .. + DQ_KEYS
     // of the block, columns dq_col0 .. + 63 of D
     constexpr int DQ_KEYS = D == 128 ? BK : 64;
     const int dq_key0 = D == 128 ? 0 : consumer * 64, dq_col0 = D == 128 ? consumer * 64 : 0;
-    const char* k_for_dq = k_tile + (dq_col0 / 64) * BK * K_TILE + dq_key0 * K_TILE;
+    const char* k_for_dq = walk.k_tile + (dq_col0 / 64) * BK * K_TILE + dq_key0 * K_TILE;
     float dk_acc[D / 2], dv_acc[D / 2];  // (not zeroed: version 1 says why)
     float st[BQ / 2];   // S^T of one tile, then P^T (fp32)
     float dpt[BQ / 2];  // dP^T, then dS^T (fp32)
@@ -186,8 +152,8 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
     mbar_wait(&kv_full, 0);
     for (int n = 0; n < n_tiles; ++n) {
         const int s = n % STAGES, m0 = (first + n) * BQ;
-        const char* q_slot = ring + s * SLOT;
-        const char* do_slot = q_slot + TILE_BYTES;
+        const char* q_slot = walk.ring + s * Walk::SLOT;
+        const char* do_slot = q_slot + Walk::TILE_BYTES;
         char* ds_tile = ds_tiles + (n % 2) * DS_BYTES;
         float2* pq = per_query[consumer][n % 2];
         stage_query_stats<BQ>(pq, lse, delta, bh, sq, m0, t);
@@ -211,13 +177,7 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
         fence_registers(dpt);
         scores_gradient_t<BQ>(dpt, st, pq, lane);
         wgmma_wait<0>();  // dV is done: a is free
-        if (n > 0) {  // the last tile's ring slot is free (version 1 says more)
-            if (lane == 0) mbar_arrive(&empty[(n - 1) % STAGES]);
-            if (producer && n - 1 + STAGES < n_tiles) {
-                mbar_wait(&empty[(n - 1) % STAGES], ((n - 1) / STAGES) & 1);
-                load_tile(n - 1 + STAGES);
-            }
-        }
+        walk.release_previous(n, lane);  // (here: version 1 says why)
         pack_a<BQ>(a, dpt);
         // dS^T into shared memory for dQ; the fence makes these ordinary stores visible to the
         // tensor cores (the async proxy), the barrier waits for the other warpgroup's half.
@@ -230,8 +190,11 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
 #pragma unroll
         for (int kk = 0; kk < DQ_KEYS / 16; ++kk) {  // dQ_partial = dS K: 16 keys a step
             const char* at = ds_tile + (dq_key0 + 16 * kk) * K_TILE;
-            wgmma_mn_mn64(dq_acc, smem_descriptor_mn(at, DS_BYTES),
-                          smem_descriptor_mn(k_for_dq + 16 * kk * K_TILE, BK * K_TILE), kk > 0);
+            // both operands MN-major (imm-trans-a = imm-trans-b = 1): A = dS read through
+            // dS^T's tile, B = K read as [keys][D]
+            wgmma_ss<64, 1, 1>(dq_acc, smem_descriptor_mn(at, DS_BYTES),
+                               smem_descriptor_mn(k_for_dq + 16 * kk * K_TILE, BK * K_TILE),
+                               kk > 0);
         }
         wgmma_commit();
         wgmma_rs_tile<D, BQ>(dk_acc, a, q_slot, n > 0);  // dK += dS^T Q
