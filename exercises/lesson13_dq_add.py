@@ -295,9 +295,10 @@ def run_probe(code: str, d: int, bh: int, sq: int, m0: int, consumer: int) -> di
         raise Mismatch(
             "the check runs your lines at compile time (NVRTC evaluates them for the 128 threads "
             "of a warpgroup, red_add2 recording each call) and could not: " + failed.message,
-            f"use only {', '.join(NAMES)}, arithmetic and red_add2 (no atomicAdd, no "
-            "intrinsics, no reinterpret_cast); an address outside dq_sum, before its first "
-            f"element or more than {ROWS_AFTER} rows past its last, cannot be evaluated either"
+            f"use only the kernel's {', '.join(NAMES)} and arithmetic: the check cannot run "
+            "atomicAdd (not even of a float2, which adds the same pair on sm_90), intrinsics "
+            "or reinterpret_cast at compile time, nor an address outside dq_sum (before its "
+            f"first element or more than {ROWS_AFTER} rows past its last)"
         ) from None
     calls, writes = ints[0], ints[1]
     n = min(calls, LOG)
@@ -434,16 +435,18 @@ A reduction (`red`) is done in L2 and returns nothing, so the warp does not wait
 their `dQ` rows do not exist: in `dq_sum` they are the next head's first rows, or past the
 buffer's end. Leave out every row ≥ `sq`.
 
-The check splices your lines between the kernel's `// ==== dq add` markers and compiles
-version 2 for sm_90a on any machine: its SASS must hold the reference's 16 two-float reductions
-(`REDG.E.ADD.F32x2`: 2 rows × 8 pairs a thread), no extra plain store, no atomic that returns a
-value, no more registers than the reference's and no local memory. Then NVRTC runs your lines
-at compile time for a warpgroup's 128 threads, `red_add2` recording each call, on the last,
-ragged tile of a head (Sq = 100, m0 = 64), at D = 128 and 64: each value must land, scaled, in
-its element, once, and nothing past Sq. On a Hopper GPU it runs version 2 with your lines (in a
-child process) on ragged Sq, causal with Sq ≠ Sk, several key blocks per head, D = 64 and 128,
-against float64 autograd, and reads the guard from -0.0 placed after the buffer (a missing
-guard adds +0.0 there: the values cannot show it, the sign does).""")
+Write it with `red_add2`, the kernel's variables and arithmetic: the check runs your lines at
+compile time, where it can record `red_add2`'s calls but cannot run an `atomicAdd` (not even of
+a `float2`, which would add the same pair). It splices them between the kernel's
+`// ==== dq add` markers and compiles version 2 for sm_90a on any machine: its SASS must hold
+the reference's 16 two-float reductions (`REDG.E.ADD.F32x2`: 2 rows × 8 pairs a thread), no
+extra plain store, no atomic that returns a value, no more registers than the reference's and
+no local memory. Then NVRTC runs your lines for a warpgroup's 128 threads, `red_add2` recording
+each call, on the last, ragged tile of a head (Sq = 100, m0 = 64), at D = 128 and 64: each
+value must land, scaled, in its element, once, and nothing past Sq. On a Hopper GPU it runs
+version 2 with your lines (in a child process) on ragged Sq, causal with Sq ≠ Sk, several key
+blocks per head, D = 64 and 128, against float64 autograd, and reads the guard from -0.0 placed
+after the buffer (a missing guard adds +0.0 there: the values cannot show it, the sign does).""")
 def check_dq_add(code, report) -> None:
     kernel_checks.expect_source(code, "DQ_ADD")
     spliced = program(code)
