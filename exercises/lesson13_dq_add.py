@@ -211,12 +211,12 @@ def expect_registers(reports: dict[int, tuple]) -> list[str]:
 # Your lines run at compile time: one warpgroup's calls of red_add2, read from the PTX
 # --------------------------------------------------------------------------------------------
 
-# the configurations the probe runs: (D, bh, sq, m0, consumer), dq_sum holding 2 heads of sq
-# rows plus ROWS_AFTER rows after them. bh = 1, the last head: the rows past Sq of the tile
+# the configurations the probe runs: (D, bh, sq, m0, consumer), dq_sum holding bh + 1 heads of
+# sq rows plus ROWS_AFTER rows after them. bh is the last head: the rows past Sq of the tile
 # (m0 = 64: rows 64 .. 127, Sq = 100) land in the rows after the buffer, where a missing guard
-# shows; consumer 1, so dq_col0 is 64 at D = 128 and 0 at D = 64
-PROBES = ((128, 1, 100, 64, 1), (64, 1, 100, 64, 1))
-HEADS = 2
+# shows; bh = 2 at D = 128, so bh · sq is neither 0 nor sq; consumer 1, so dq_col0 is 64 at
+# D = 128 and 0 at D = 64
+PROBES = ((128, 2, 100, 64, 1), (64, 1, 100, 64, 1))
 ROWS_AFTER = 64
 LOG = 2 * 64 * 32 + 256  # calls recorded (a warpgroup's 64 x 64 is 2048 pairs)
 
@@ -284,7 +284,7 @@ def run_probe(code: str, d: int, bh: int, sq: int, m0: int, consumer: int) -> di
     """
     from exercises import compile_probes
 
-    elements = (HEADS * sq + ROWS_AFTER) * d
+    elements = ((bh + 1) * sq + ROWS_AFTER) * d
     source = (PROBE_PROGRAM.replace("@LOG@", str(LOG)).replace("@THREADS@", str(THREADS))
               .replace("@CODE@", code.strip("\n")))
     scale = _f32(1 / np.sqrt(d))
@@ -338,8 +338,8 @@ def probe_error(found: dict, d: int, bh: int, sq: int, m0: int, consumer: int
 
     def place(element: int) -> str:
         row, column = divmod(element, d)
-        if row >= HEADS * sq:
-            return f"row {row - HEADS * sq} after the buffer's end, column {column}"
+        if row >= (bh + 1) * sq:
+            return f"row {row - (bh + 1) * sq} after the buffer's end, column {column}"
         return f"dq_sum[{row // sq}][{row % sq}][{column}]"
 
     if found["writes"]:
@@ -459,7 +459,8 @@ def check_dq_add(code, report) -> None:
     census = expect_registers(reports)  # (a wrong index is named above, before its spills)
     verified = [f"{KERNEL} compiles for sm_90a with your lines: " + "; ".join(census),
                 "your lines run at compile time for one warpgroup on a ragged last tile "
-                f"(Sq = 100, m0 = 64, head 1 of 2), at D = 128 and 64: each of the "
+                "(Sq = 100, m0 = 64, the last head: 3 of 3 at D = 128, 2 of 2 at D = 64): each "
+                f"of the "
                 f"{36 * 32} pairs below Sq added once, scaled, where the fragment layout puts "
                 "it, by red_add2; no row past Sq, no other write"]
     if reason := _gpu_reason():
