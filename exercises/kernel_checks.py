@@ -60,6 +60,7 @@ CHILDREN = {
     "07.parity": "exercises.lesson07_kernels:parity_child",
     "07.promote": "exercises.lesson07_kernels:promote_child",
     "12.pingpong": "exercises.lesson12_gpu:pingpong_child",
+    "13.dq_add": "exercises.lesson13_dq_add_gpu:dq_add_child",
     "A3.backward": "exercises.lessonA3:backward_child",
     "A5.flip_rows": "exercises.lessonA5:flip_child",
     "A5.histogram": "exercises.lessonA5:histogram_child",

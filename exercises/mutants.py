@@ -45,7 +45,7 @@ KERNEL_EXERCISES = ("02.reverse", "02.silu_mul", "03.silu", "03.transpose", "03.
                     "05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity", "07.promote",
                     "08.online_step", "08.attend_block", "08.key_range", "08.backward_dkdv",
                     "08.window_range", "08.varlen_locate", "08.combine_splits",
-                    "12.pingpong", "13.quantize",
+                    "12.pingpong", "13.quantize", "13.dq_add",
                     "10.swap", "10.predict", "11.halves", "11.pipeline", "11.one_shot",
                     "A2.add", "A2.add_blocks", "A2.outer", "A2.outer_blocks", "A2.row_sum",
                     "A2.long_sum", "A2.col_sum", "A2.softmax", "A2.long_softmax", "A2.matvec",

@@ -130,6 +130,17 @@ def test_the_debugging_switch_names_its_kernels():
         bwd.backward(*_qkv(), None, None, None, False, only="dq", version=2)
 
 
+def test_a_kernel_and_a_buffer_are_version_2_s_and_the_buffer_is_checked():
+    """(exercise 13.dq_add launches its spliced build into a buffer of its own)"""
+    q = _qkv()[0]
+    with pytest.raises(ValueError, match="kernel and dq_sum expected None with version 1"):
+        bwd.backward(*_qkv(), None, None, None, False, dq_sum=torch.zeros(q.shape))
+    for wrong in (torch.zeros(q.shape, dtype=torch.float64), torch.zeros(1, 2, 71, 64),
+                  torch.zeros(1, 2, 64, 70).transpose(2, 3)):
+        with pytest.raises(ValueError, match="dq_sum expected a contiguous float32 tensor"):
+            bwd.backward(*_qkv(), None, None, None, False, version=2, dq_sum=wrong)
+
+
 @pytest.mark.parametrize("version", [0, 3, "2", True, None])
 def test_a_version_that_does_not_exist_is_refused(version):
     with pytest.raises(ValueError, match=r"version expected one of \(1, 2\)"):

@@ -1,6 +1,8 @@
-"""Solution (and known-wrong answers) of exercise 13.quantize: the per-block fp8 quantiser. Each
-wrong answer is a mistake a student makes, written as one; its comment says what is wrong. Every
-one must get "not yet" from the check, on a CPU (Triton's interpreter) and on a GPU.
+"""Solutions (and known-wrong answers) of lesson 13's exercises: 13.quantize, the per-block fp8
+quantiser, and 13.dq_add, version 2's dQ epilogue (the lines between attention_bwd_fused.cu's
+``// ==== dq add`` markers). Each wrong answer is a mistake a student makes, written as one; its
+comment says what is wrong. Every one must get "not yet" from the check, on a CPU (Triton's
+interpreter; NVRTC and the SASS) and on a GPU.
 """
 
 _HEAD = '''
@@ -89,8 +91,85 @@ _X8_CONTIGUOUS = _quantize(
 # multiplied by the scale instead of divided
 _MULTIPLY = _quantize(_DIVIDE, "    y = tl.clamp(x * scale, -E4M3_MAX, E4M3_MAX)\n")
 
-SOLUTIONS = {"13.quantize": _QUANTIZE}
-WRONG = {"13.quantize": {
+# 13.dq_add: the lines attention_bwd_fused.cu holds between its markers
+_DQ_ADD = '''
+DQ_ADD = r"""
+// dq_acc[4j + 2h + e]: query m0 + 16 (t / 32) + lane / 4 + 8h, column
+// dq_col0 + 8j + 2 (lane % 4) + e; rows past Sq left out
+const int q_row = m0 + 16 * (t / 32) + lane / 4;
+#pragma unroll
+for (int h = 0; h < 2; ++h) {
+    if (q_row + 8 * h < sq) {
+        float* out = dq_sum + (i64(bh) * sq + q_row + 8 * h) * D + dq_col0 + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            red_add2(out + 8 * j, dq_acc[4 * j + 2 * h] * scale,
+                     dq_acc[4 * j + 2 * h + 1] * scale);
+        }
+    }
+}
+"""
+'''
+
+
+def _dq_add(old: str, new: str) -> str:
+    assert old in _DQ_ADD, old
+    return _DQ_ADD.replace(old, new)
+
+
+_RED = """red_add2(out + 8 * j, dq_acc[4 * j + 2 * h] * scale,
+                     dq_acc[4 * j + 2 * h + 1] * scale);"""
+_OUT = "float* out = dq_sum + (i64(bh) * sq + q_row + 8 * h) * D + dq_col0 + 2 * (lane % 4);"
+_GUARD = "if (q_row + 8 * h < sq) {"
+
+SOLUTIONS = {"13.quantize": _QUANTIZE, "13.dq_add": _DQ_ADD}
+WRONG = {"13.dq_add": {
+    # a plain store of the pair: each key block overwrites what the others added
+    "a plain store": _dq_add(_RED, """*reinterpret_cast<float2*>(out + 8 * j) = make_float2(
+                dq_acc[4 * j + 2 * h] * scale, dq_acc[4 * j + 2 * h + 1] * scale);"""),
+    # += : a load and a store, which another block's += can fall between
+    "+= instead of an atomic": _dq_add(_RED, """out[8 * j] += dq_acc[4 * j + 2 * h] * scale;
+            out[8 * j + 1] += dq_acc[4 * j + 2 * h + 1] * scale;"""),
+    # right values, twice the atomics: one float per reduction
+    "atomicAdd one float at a time": _dq_add(_RED, """atomicAdd(out + 8 * j,
+                      dq_acc[4 * j + 2 * h] * scale);
+            atomicAdd(out + 8 * j + 1, dq_acc[4 * j + 2 * h + 1] * scale);"""),
+    # dS K without the 1/sqrt(D) of the scores
+    "no scale": _dq_add(_RED, """red_add2(out + 8 * j, dq_acc[4 * j + 2 * h],
+                     dq_acc[4 * j + 2 * h + 1]);"""),
+    # the fragment's h and j exchanged in the index
+    "h and j exchanged in the index": _dq_add(_RED, _RED.replace("4 * j + 2 * h", "4 * h + 2 * j")),
+    # the two columns of a pair exchanged
+    "e exchanged": _dq_add(_RED, """red_add2(out + 8 * j, dq_acc[4 * j + 2 * h + 1] * scale,
+                     dq_acc[4 * j + 2 * h] * scale);"""),
+    # rows counted within the head only: every head adds into head 0
+    "the head left out of the row": _dq_add(_OUT, _OUT.replace("(i64(bh) * sq + q_row",
+                                                                "(i64(q_row)")),
+    # a row of 64 floats whatever D is
+    "a row of 64 floats": _dq_add(_OUT, _OUT.replace(") * D +", ") * 64 +")),
+    # a head of D rows, not Sq: the head's stride taken from the row's
+    "the head stride D, not Sq": _dq_add(_OUT, _OUT.replace("i64(bh) * sq", "i64(bh) * D")),
+    # no guard: the rows past Sq get the tile's zero rows (+0.0), past the buffer's end for the
+    # last head
+    "no guard": _dq_add(_GUARD, "{"),
+    # the guard tests the first of the thread's two rows for both
+    "the guard on q_row alone": _dq_add(_GUARD, "if (q_row < sq) {"),
+    # one row too many
+    "the guard lets row Sq through": _dq_add(_GUARD, "if (q_row + 8 * h <= sq) {"),
+    # dq_col0 forgotten: at D = 128 both warpgroups add into columns 0-63
+    "dq_col0 left out": _dq_add(_OUT, _OUT.replace(" + dq_col0", "")),
+    # consumer * 64 for dq_col0: right at D = 128, past the row at D = 64
+    "consumer * 64 for dq_col0": _dq_add(_OUT, _OUT.replace("dq_col0", "consumer * 64")),
+    # the pair's columns 4 apart for lane % 4 (an odd column: a misaligned reduction)
+    "lane % 4 for its column pair": _dq_add(_OUT, _OUT.replace("2 * (lane % 4)", "(lane % 4)")),
+    "plain PyTorch": '''
+import torch
+
+def DQ_ADD(dq_sum, dq_acc, scale):
+    dq_sum += dq_acc * scale
+''',
+},
+    "13.quantize": {
     "one scale for the whole head": _WHOLE,
     "a scale per head-dim column": _PER_COLUMN,
     "the padding loaded as 1.0": _PADDING_ONE,

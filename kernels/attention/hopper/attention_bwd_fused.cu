@@ -201,10 +201,12 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
         wgmma_commit();
         wgmma_wait<1>();  // dQ_partial is done (dK runs on into the next tile)
 
-        // dQ_partial / sqrt(D) added into the fp32 buffer, rows past Sq left out;
-        // dq_acc[4j + 2h + e]: query m0 + 16 (t / 32) + lane / 4 + 8h, column
-        // dq_col0 + 8j + 2 (lane % 4) + e
+        // dQ_partial / sqrt(D) added into the fp32 buffer (exercise 13.dq_add of lesson 13 is
+        // the code between the markers: the check splices a student's in its place)
         fence_registers(dq_acc);
+        // ==== dq add: begin
+        // dq_acc[4j + 2h + e]: query m0 + 16 (t / 32) + lane / 4 + 8h, column
+        // dq_col0 + 8j + 2 (lane % 4) + e; rows past Sq left out
         const int q_row = m0 + 16 * (t / 32) + lane / 4;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -217,6 +219,7 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
                 }
             }
         }
+        // ==== dq add: end
     }
     wgmma_wait<0>();
     store_key_gradients<D>(dk_acc, dv_acc, dk, dv, bh, sk, n0 + consumer * 64, scale);

@@ -163,12 +163,16 @@ def _version(version) -> int:
 
 
 def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
-             only: str | None = None, version: int = BEST
+             only: str | None = None, version: int = BEST, kernel: nvrtc.Kernel | None = None,
+             dq_sum: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(dQ, dK, dV)`` from the forward's ``O`` and ``lse2`` and the output's gradient ``dO``,
     on inputs :func:`reason` accepts, by backward ``version`` 1 (two kernels) or 2 (one, dQ
     through atomics). ``only="dkdv"`` or ``"dq"`` (version 1) launches that kernel alone (the
-    other gradients come back NaN): a switch to find which kernel is wrong."""
+    other gradients come back NaN): a switch to find which kernel is wrong. Version 2 only:
+    ``kernel``, a loaded build of the fused kernel to launch instead of the file's, and
+    ``dq_sum``, the zeroed float32 buffer (B, H, Sq, D) it adds into (None: a fresh one);
+    exercise 13.dq_add passes its spliced build and a buffer with guard elements after it."""
     from kernels.attention.triton_bwd import delta_of
 
     version = _version(version)
@@ -176,6 +180,14 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
         raise ValueError(f"only expected None or one of {VERSIONS[1]}, got {only!r}")
     if only is not None and version != 1:
         raise ValueError(f"only expected None with version {version} (one kernel), got {only!r}")
+    if (kernel is not None or dq_sum is not None) and version != 2:
+        raise ValueError(f"kernel and dq_sum expected None with version {version} (they are "
+                         "version 2's fused kernel and its fp32 buffer)")
+    if dq_sum is not None and (dq_sum.shape != q.shape or dq_sum.dtype != torch.float32
+                               or not dq_sum.is_contiguous() or dq_sum.device != q.device):
+        raise ValueError(f"dq_sum expected a contiguous float32 tensor of q's shape "
+                         f"{tuple(q.shape)} on {q.device}, got {dq_sum.dtype} "
+                         f"{tuple(dq_sum.shape)} on {dq_sum.device}")
     b, h, sq, d = q.shape
     sk = k.shape[2]
     dk, dv = torch.empty_like(k), torch.empty_like(v)
@@ -189,16 +201,18 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
     common = (sq, sk, int(causal), fwd.LOG2E * scale, scale)
     device = q.device.index or 0
 
-    def launch(kernel, *outputs, rows):
-        _loaded(kernel, q.dtype, d, device, config)(
-            *maps, lse, delta, *outputs, *common,
-            grid=b * h * -(-rows // config.block_rows(kernel)), block=config.threads(kernel),
-            shared_mem=config.shared_bytes(kernel, d))
+    def launch(name, *outputs, rows):
+        built = kernel if name == "fused" and kernel is not None else _loaded(
+            name, q.dtype, d, device, config)
+        built(*maps, lse, delta, *outputs, *common,
+              grid=b * h * -(-rows // config.block_rows(name)), block=config.threads(name),
+              shared_mem=config.shared_bytes(name, d))
 
     if version == 2:
         # the kernel adds every key block's part of dQ (scaled) into an fp32 buffer: zeroed
         # before, rounded to the input dtype after; the three run in order on this stream
-        dq_sum = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        if dq_sum is None:
+            dq_sum = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
         launch("fused", dq_sum, dk, dv, rows=sk)
         return dq_sum.to(q.dtype), dk, dv
     dq = torch.empty_like(q)
