@@ -266,6 +266,23 @@ def run_child(id: str, source: str, timeout: int = 300) -> dict:
             "case": said[-1]["case"] if said else "loading the kernel"}
 
 
+# a Python exception that names no device error (a trap, an illegal access, a dead context)
+DEVICE_WORDS = re.compile(r"cuda|launch|illegal|trap|CUresult|context|accelerator", re.I)
+PYTHON_EXCEPTION = re.compile(r"^[\w.]*(Error|Exception): ")
+
+
+def expect_no_course_bug(result: dict, what: str) -> None:
+    """CannotCheck when the child died of a Python exception that names no device error: the
+    check's own code raised (a reference, a shape), not the student's ``what``. Only for
+    exercises whose student code was compiled before the child ran (a compile error is then
+    the parent's verdict, never a child's Python exception)."""
+    crash = result.get("crash", "")
+    if PYTHON_EXCEPTION.match(crash) and not DEVICE_WORDS.search(crash):
+        raise CannotCheck(f"the GPU check itself failed on the case {result['case']!r}, "
+                          f"outside the kernel ({crash}): the course's bug, not {what}; "
+                          "please report it")
+
+
 def expect_child_ok(result: dict, hint: str, crash_hint: str = "") -> None:
     """Mismatch unless the child's verdict is ok: the case it crashed on, or its mismatch."""
     if "crash" in result:

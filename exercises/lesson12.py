@@ -22,7 +22,7 @@ import re
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, Mismatch, exercise, expect, kernel_checks, sass_checks
+from exercises import Mismatch, exercise, expect, kernel_checks, sass_checks
 
 BEGIN, END = "// ==== turns: begin", "// ==== turns: end"
 STEP = 4  # the step whose consumers take turns (attention.cu's PINGPONG)
@@ -42,10 +42,6 @@ __device__ __forceinline__ void turn_pass(int consumer) {
 """
 '''
 
-# a Python exception that names no device error (a trap, an illegal access, a dead context):
-# the check's own code raised, not the kernel
-DEVICE_WORDS = re.compile(r"cuda|launch|illegal|trap|CUresult|context|accelerator", re.I)
-PYTHON_EXCEPTION = re.compile(r"^[\w.]*(Error|Exception): ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,12 +309,7 @@ def check_pingpong(code, report) -> None:
         raise Mismatch(f"the kernel did not finish in {HANG_S} s on the case "
                        f"{result.get('hung') or result['case']!r}: does every wait have a "
                        "matching arrive?", balance)
-    crash = result.get("crash", "")
-    if PYTHON_EXCEPTION.match(crash) and not DEVICE_WORDS.search(crash):
-        # the check's own Python raised (a reference, a shape): the course's bug, not the turns
-        raise CannotCheck(f"the GPU check itself failed on the case {result['case']!r}, "
-                          f"outside the kernel ({crash}): the course's bug, not your turns; "
-                          "please report it")
+    kernel_checks.expect_no_course_bug(result, "your turns")
     if "crash" in result:  # attention.cu's bounded mbarrier waits trap after a few seconds
         raise Mismatch(f"the kernel stopped with an error on the case {result['case']!r} "
                        f"({result['crash']}): a warpgroup stuck at a turn never frees its "

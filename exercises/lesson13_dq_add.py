@@ -475,6 +475,7 @@ def check_dq_add(code, report) -> None:
     for line in verified:
         report.line(line)
     result = kernel_checks.run_child("13.dq_add", spliced, timeout=600)
+    kernel_checks.expect_no_course_bug(result, "your lines")
     kernel_checks.expect_child_ok(result, LAYOUT, crash_hint=(
         "an address outside dq_sum: check the row stride (sq · D a head, D a row) and the "
         "guard"))

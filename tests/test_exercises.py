@@ -285,6 +285,26 @@ def test_the_gpu_child_runs_and_a_crash_names_its_case():
         kernel_checks.expect_child_ok(result, "hint")
 
 
+@pytest.mark.parametrize("crash, course_bug", [
+    ("KeyError: 'lse'", True),
+    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", False),
+    ("RuntimeError: CUDA error: unspecified launch failure", False),
+    ("no answer after 600 s (a hang: a wait that never completes?)", False),
+])
+def test_a_python_error_in_the_gpu_child_is_the_course_s_bug(crash, course_bug):
+    # 12.pingpong and 13.dq_add compile the student's code before the child runs: a Python
+    # exception there that names no device error is the check's own, and must not be told to
+    # the student as their kernel's crash
+    from exercises import kernel_checks
+
+    result = {"crash": crash, "case": "B=1 H=2"}
+    if course_bug:
+        with pytest.raises(exercises.CannotCheck, match="the course's bug, not your lines"):
+            kernel_checks.expect_no_course_bug(result, "your lines")
+    else:
+        kernel_checks.expect_no_course_bug(result, "your lines")
+
+
 # On a GPU the checks of lessons 06 and 09 go further than on a CPU: these make sure they did
 # (a GPU run must not pass through the CPU branch), with the lines the student would read.
 GPU_LINES = {
