@@ -34,6 +34,13 @@
 // (git c39b7ae, docs/results/nvidia-h100-80gb-hbm3-attention-step5-trial-c39b7ae.log). A warp
 // costs the consumers nothing more and needs no register shuffling.
 //
+// Why no D = 256: the registers do not allow it in this design. A consumer thread's O
+// would be 64 rows x 256 / 128 threads = 128 fp32 registers, and S and P of one 64-key
+// tile 32 + 16 more: 176 of the 168 a thread gets beside the producer warp, before the
+// statistics and addresses. FlashAttention-3 runs D = 256 with a producer warpgroup that
+// hands the consumers 240 registers by setmaxnreg, the design tried above at D = 128 (no
+// faster there); the registry refuses D = 256 with the reason (fwd.reason).
+//
 // Also tried, correct and slower (git 438cdc5, docs/results/nvidia-h200-attention-step5-
 // persistent-trial-438cdc5.log): a persistent step 4, one block per SM walking the tiles
 // blockIdx.x, blockIdx.x + gridDim.x, ..., the next tile's Q loaded once the last S is done.
