@@ -13,6 +13,7 @@ import torch
 import exercises
 from course_utils import env
 from exercises import lesson13_dq_add as dq
+from exercises import lesson13_dq_add_probe as probe
 from exercises.solutions.lesson13 import SOLUTIONS, WRONG
 from kernels.attention.hopper import bwd
 
@@ -119,15 +120,15 @@ def test_an_answer_that_cannot_run_at_compile_time_says_so():
 
 @needs_nvrtc
 def test_the_probe_records_the_solution_s_calls():
-    found = dq.run_probe(_answer(SOLUTIONS[ID]), *dq.PROBES[0])
+    found = probe.run_probe(_answer(SOLUTIONS[ID]), *probe.PROBES[0])
     assert found["calls"] == 36 * 32 and found["writes"] == 0
-    assert dq.probe_error(found, *dq.PROBES[0]) is None
+    assert probe.probe_error(found, *probe.PROBES[0]) is None
     # one call more, at an element of the tile already added: named as a double addition
     doubled = {**found, "log": found["log"] + found["log"][:1]}
-    assert "added to twice" in dq.probe_error(doubled, *dq.PROBES[0])[0]
+    assert "added to twice" in probe.probe_error(doubled, *probe.PROBES[0])[0]
     # one call fewer: a pair never added
-    assert "1 pairs never added" in dq.probe_error({**found, "log": found["log"][1:]},
-                                                   *dq.PROBES[0])[0]
+    assert "1 pairs never added" in probe.probe_error({**found, "log": found["log"][1:]},
+                                                   *probe.PROBES[0])[0]
 
 
 def test_the_sass_rules_name_each_way_of_writing():
