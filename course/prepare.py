@@ -7,17 +7,17 @@ time a cold build on purpose, which build in a private directory):
 1. the CUDA extensions (the GeLU extension via ``setup.py`` and ``load_inline``, the add op via
    ``load_inline``): the notebooks then only import them;
 2. every NVRTC kernel of ``kernels/`` with its example values, for this GPU (or sm_90), into
-   ``var/nvrtc_cache/``, and the tensor-core programs lessons 05, 06 and 07 compile (lesson
-   06's census for several architectures among them);
+   ``var/nvrtc_cache/``, and the tensor-core programs lessons 07, 08 and 15 compile (lesson
+   08's census for several architectures among them);
 3. on a GPU, one call of every registered kernel on a small input of each dtype it supports,
-   and of every GeLU provider at the size lessons 02 and 03 time them, which fills Triton's and
+   and of every GeLU provider at the size lessons 02 and 05 time them, which fills Triton's and
    ``torch.compile``'s on-disk caches.
 
 The builds of 1 and 2 are independent and mostly wait on compilers (nvcc, ninja, NVRTC, all
 outside the GIL), so they run side by side in threads: a cold prepare then takes about as long
 as its slowest build rather than their sum, given the cores (on the 2-core CPU machine: 121 s
 for 205 s of compiler time; a fresh H100 box took 215 s with the builds one after another, and
-136 s side by side with lesson 05's programs added). Step 3 calls the kernels, so it runs
+136 s side by side with lesson 07's programs added). Step 3 calls the kernels, so it runs
 last. Each step prints its time as it finishes; a step that cannot run here says why and the
 rest go on.
 """
@@ -66,10 +66,10 @@ def _nvrtc(sources: list | None = None) -> str:
 
 
 def _tensor_core_kernels() -> str:
-    """Lessons 05-07 and 12 compile one program per variant and configuration: every mma.sync
-    variant at its default tiles, what lessons 05 and 06's cells compile (the steps' census;
+    """Lessons 07, 08, 15 and 16 compile one program per variant and configuration: every mma.sync
+    variant at its default tiles, what lessons 07 and 08's cells compile (the steps' census;
     mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
-    build (sm_90a), lesson 12's Hopper attention steps and lesson 13's backward."""
+    build (sm_90a), lesson 16's Hopper attention steps and lesson 17's backward."""
     from kernels.attention.hopper import bwd, fwd
     from kernels.matmul import bench_mma, mma
     from kernels.matmul.hopper import wgmma
@@ -79,12 +79,12 @@ def _tensor_core_kernels() -> str:
     lesson = bench_mma.lecture_programs()
     hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
     attention = [*fwd.compile_all(), *bwd.compile_all()] if arch in (None, "sm_90") else []
-    return (f"{len(done)} mma.sync variants, {lesson} programs of lessons 05-06, "
+    return (f"{len(done)} mma.sync variants, {lesson} programs of lessons 07–08, "
             f"{len(hopper)} Hopper matmul and {len(attention)} Hopper attention programs cached")
 
 
 def _lesson_inputs():
-    """``(op, args)`` at the sizes lessons 02 and 03 time every GeLU provider: torch.compile
+    """``(op, args)`` at the sizes lessons 02 and 05 time every GeLU provider: torch.compile
     specialises on a shape, so only a call at that very shape fills the cache the notebook hits
     (a cold compile there costs seconds of the lecture's minute)."""
     import torch
@@ -138,7 +138,7 @@ def _before_threads() -> None:
     """Import what the build threads use, and start CUDA, here in the main thread. Threads that
     first touch CUDA while others import modules can deadlock: CUDA's lazy initialisation holds
     its lock while it imports, and an import holds its module lock while it asks for CUDA (a
-    prepare hung for ten minutes on an H100 when lesson 05's step asked for the GPU's
+    prepare hung for ten minutes on an H100 when lesson 07's step asked for the GPU's
     capability beside two ``load_inline`` builds)."""
     import torch.utils.cpp_extension  # noqa: F401  (load_inline's module)
 
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     warm = "every registered kernel, once"
     if _can_run(warm, ["cuda"]):  # it calls the kernels: after every build
         ok.append(_run(warm, _warm_kernels))
-    attention = "lesson 08's Triton kernels"
-    if _can_run(attention, ["triton-gpu"]):  # what notebook 08 compiles (61-97 s cold, H100)
+    attention = "lesson 09's Triton kernels"
+    if _can_run(attention, ["triton-gpu"]):  # what notebook 09 compiles (61-97 s cold, H100)
         from kernels.attention import bench as attention_bench
 
         ok.append(_run(attention, attention_bench.prepare))

@@ -14,7 +14,7 @@ number it names the record beside it, for ``tests/test_claims.py`` to check::
 **Quoting a record in markdown.** Put an HTML comment (invisible once rendered) right after the
 number it backs::
 
-    step 4 runs at 1.01×<!-- record: 07_hopper_matmul | bf16 step4 8192^3 | vs peer --> cuBLAS
+    step 4 runs at 1.01×<!-- record: hopper_matmul | bf16 step4 8192^3 | vs peer --> cuBLAS
 
 ``<!-- record: LESSON | WHAT | FIELD [| DEVICE] -->``: FIELD is ``value``, ``ceiling``,
 ``peer``, ``of ceiling`` (value ÷ ceiling) or ``vs peer`` (value ÷ peer); DEVICE is a results
@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, recordings, syllabus
 from course_utils.results import Record
 
 RECORDED = "nvidia-h100-80gb-hbm3"  # the course's reference GPU: what a CPU student is shown
@@ -66,10 +66,12 @@ class Recorded:
 
     def of(self, lesson: str) -> list[Record]:
         """The records of ``lesson`` in run order (empty when the device has none)."""
+        lesson = syllabus.topic_key(lesson)
         return [r for r in self.records if r.lesson == lesson]
 
     def find(self, lesson: str, what: str) -> Record:
         """The record ``(lesson, what)``; ValueError naming the closest ones when it is gone."""
+        lesson = syllabus.topic_key(lesson)
         for r in self.records:
             if r.lesson == lesson and r.what == what:
                 return r
@@ -79,7 +81,7 @@ class Recorded:
                             f"; the file has {len(self.of(lesson))} records of {lesson}"))
 
     def stamp(self, lesson: str) -> dict:
-        return self.environments.get(lesson, self.environment)
+        return self.environments.get(syllabus.topic_key(lesson), self.environment)
 
     def environment_line(self, lesson: str) -> str:
         """"NVIDIA H100 80GB HBM3 · torch 2.11.0+cu130 · 2026-11-23 · git 16758fc": where and
@@ -116,10 +118,12 @@ def load(slug: str = RECORDED, directory: str | Path | None = None) -> Recorded:
                                 f"(there: {', '.join(results_files(path.parent)) or 'none'}); "
                                 "`make bench` on that GPU writes it")
     data = json.loads(path.read_text())
+    key = syllabus.topic_key  # a file written under an earlier numbering reads the same
     return Recorded(slug=slug, environment=data.get("environment", {}),
-                    environments=data.get("environments", {}),
-                    records=tuple(Record(**r) for r in data.get("records", [])),
-                    notes=data.get("notes", {}))
+                    environments={key(k): v for k, v in data.get("environments", {}).items()},
+                    records=tuple(Record(**{**r, "lesson": key(r["lesson"])})
+                                  for r in data.get("records", [])),
+                    notes={key(k): v for k, v in data.get("notes", {}).items()})
 
 
 def with_lesson(lesson: str, prefer: str = RECORDED,
@@ -370,7 +374,7 @@ def recorded_problems(text: str, where: str = "text",
         if len(parts) != 2 or not all(parts):
             raise ValueError(f"{at}: recorded quote expected 'NOTEBOOK | TEXT', got "
                              f"{match['body'].strip()!r}")
-        path = folder / f"{parts[0]}.json"
+        path = folder / f"{recordings.recording_key(parts[0])}.json"
         if not path.exists():
             problems.append(f"{at}: no recordings {path.name} in {folder}")
             continue

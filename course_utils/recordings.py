@@ -2,12 +2,12 @@
 
 ``make record`` (``python -m course record``, on a GPU box, with ``COURSE_STRICT=1``)
 executes the notebooks and stores, per ``%%requires`` cell, what it printed and drew:
-``docs/recordings/<notebook>.json`` (the environment once, then per cell its id, the hash of its
-source, the source and its outputs) and ``docs/recordings/<notebook>/<cell id>-<k>.png`` for
-figures. Stderr (profiler and compiler chatter) is left out; long text is cut. A cell whose
-recording was carried over from another notebook's run (its unchanged source moved there when a
-lesson was split) keeps that run's environment in its own ``"environment"``, which wins over the
-file's.
+``docs/recordings/<slug>.json``, named by the lesson's topic slug (the environment once,
+then per cell its id, the hash of its source, the source and its outputs) and
+``docs/recordings/<slug>/<cell id>-<k>.png`` for figures. Stderr (profiler and compiler
+chatter) is left out; long text is cut. A cell whose recording was carried over from another
+notebook's run (its unchanged source moved there when a lesson was split) keeps that run's
+environment in its own ``"environment"``, which wins over the file's.
 
 When a cell skips, the magic calls :func:`show`: it finds the recording whose source hash is the
 cell's, or else the most similar recorded cell with the same ``%%requires`` line, shown marked
@@ -29,13 +29,23 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, syllabus
 
 RECORDINGS = env.ROOT / "docs" / "recordings"
 NOTEBOOKS = env.ROOT / "notebooks"
 MAX_TEXT = 12_000  # characters of text kept per cell: a screenful or three
 MAX_SVG = 300_000  # bytes; a larger SVG (a big flame graph) is left out
 FORMAT = 1
+
+
+def recording_key(notebook: str) -> str:
+    """The name of a notebook's recordings: its lesson's topic slug (``"attention"`` for
+    ``09_attention``, or for a former name such as ``08_attention``), so that renumbering the
+    syllabus moves no file; a notebook outside the syllabus keeps its stem."""
+    try:
+        return syllabus.lesson(notebook).slug
+    except KeyError:
+        return notebook
 
 
 def source_hash(source: str) -> str:
@@ -140,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         executed = json.loads(outcome.executed_path.read_text())
-        written = record_notebook(executed, path.stem, environment)
-        size = sum(p.stat().st_size for p in RECORDINGS.rglob(f"{path.stem}*") if p.is_file())
+        key = recording_key(path.stem)
+        written = record_notebook(executed, key, environment)
+        size = sum(p.stat().st_size for p in RECORDINGS.rglob(f"{key}*") if p.is_file())
         print(f"  {len(requires_cells(executed))} cells in {outcome.seconds:.0f} s -> "
               f"{written.relative_to(env.ROOT)} ({size / 1e3:.0f} kB)", flush=True)
     total = sum(p.stat().st_size for p in RECORDINGS.rglob("*") if p.is_file())
@@ -175,7 +186,8 @@ def _load(folder: Path) -> list[Recorded]:
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         data = json.loads(path.read_text())
-        found += [Recorded(path.stem, cell, cell.get("environment") or data.get("environment", {}),
+        found += [Recorded(recording_key(path.stem), cell,
+                           cell.get("environment") or data.get("environment", {}),
                            Path(folder) / path.stem)
                   for cell in data.get("cells", [])]
     return found
@@ -241,7 +253,7 @@ def freshness(notebooks: Path | None = None, folder: Path | None = None) -> list
         current = {c["id"]: source_hash(_source(c))
                    for c in requires_cells(json.loads(path.read_text()))}
         recorded = {r.cell["id"]: r.cell["hash"] for r in all_recorded(folder)
-                    if r.notebook == path.stem}
+                    if r.notebook == recording_key(path.stem)}
         report.append(Freshness(
             notebook=path.stem, cells=len(current),
             fresh=[i for i, h in current.items() if recorded.get(i) == h],

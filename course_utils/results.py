@@ -3,7 +3,7 @@
 ``docs/results/<device-slug>.json`` holds ``"environment"`` (device, driver, CUDA, torch, triton,
 python, git revision, date) and ``"records"``, one per figure::
 
-    {"lesson": "03_cuda_gelu", "what": "gelu cuda vectorized float32 n=2^28",
+    {"lesson": "cuda_gelu", "what": "gelu cuda vectorized float32 n=2^28",
      "value": 2712.3, "unit": "GB/s",
      "ceiling": 3009.1, "ceiling_what": "device copy bandwidth, same run",
      "peer": 2650.0, "peer_what": "F.gelu, same run"}
@@ -22,12 +22,12 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, syllabus
 
 
 @dataclass
 class Record:
-    lesson: str
+    lesson: str  # a record key: the lesson's topic slug, or "<slug>.<part>"
     what: str
     value: float
     unit: str
@@ -51,7 +51,7 @@ class Note:
     """Markdown shown under a lesson's table: a finding that is not a number (a command and
     what it printed, say)."""
 
-    lesson: str
+    lesson: str  # a record key: the lesson's topic slug, or "<slug>.<part>"
     text: str
 
 
@@ -68,22 +68,25 @@ def save(lesson: str, records: list[Record], directory: str | Path | None = None
     ``notes`` (markdown) is shown under the lesson's table: a command and what it printed,
     for findings that are not numbers (a clean compute-sanitizer run, say).
     """
+    lesson = syllabus.topic_key(lesson)
     for rec in records:
-        if rec.lesson != lesson:
+        if syllabus.topic_key(rec.lesson) != lesson:
             raise ValueError(f"save({lesson!r}): record {rec.what!r} belongs to {rec.lesson!r}")
     path = results_dir(directory) / f"{env.device_slug()}.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    kept = [r for r in old.get("records", []) if r["lesson"] != lesson]
-    environments = old.get("environments", {})
+    key = syllabus.topic_key  # a file written under an earlier numbering is migrated here
+    kept = [{**r, "lesson": key(r["lesson"])} for r in old.get("records", [])
+            if key(r["lesson"]) != lesson]
+    environments = {key(k): v for k, v in old.get("environments", {}).items()}
     environments[lesson] = env.environment()
-    all_notes = {k: v for k, v in old.get("notes", {}).items() if k != lesson}
+    all_notes = {key(k): v for k, v in old.get("notes", {}).items() if key(k) != lesson}
     if notes:
         all_notes[lesson] = notes
     data = {
         "environment": env.environment(),
         # each lesson's records keep the environment of the run that measured them
         "environments": dict(sorted(environments.items())),
-        "records": sorted(kept + [r.as_dict() for r in records],
+        "records": sorted(kept + [{**r.as_dict(), "lesson": lesson} for r in records],
                           key=lambda r: r["lesson"]),  # stable: keeps run order
         "notes": dict(sorted(all_notes.items())),
     }
@@ -98,6 +101,15 @@ def _fmt(x: float | None) -> str:
     return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
 
 
+def _taught_in(key: str) -> str:
+    """"lesson 05 · GeLU in CUDA": where a record key's numbers are taught."""
+    try:
+        lesson = syllabus.lesson(key)
+    except KeyError:
+        return "not in the syllabus"
+    return f"lesson {lesson.label} · {lesson.title}"
+
+
 def render_markdown(data: dict) -> str:
     """The tables of a results file, one section per lesson, ratios computed from the JSON."""
     lines = [f"# Results: {data['environment']['device']}", "",
@@ -108,7 +120,7 @@ def render_markdown(data: dict) -> str:
         by_lesson.setdefault(rec["lesson"], []).append(rec)
     for lesson, recs in by_lesson.items():
         stamp = data.get("environments", {}).get(lesson, data["environment"])
-        lines += [f"## {lesson}", "",
+        lines += [f"## {lesson} ({_taught_in(lesson)})", "",
                   "Environment: " + ", ".join(f"{k} {v}" for k, v in stamp.items() if v), "",
                   "| what | value | unit | ceiling | of ceiling | ceiling is | peer | vs peer "
                   "| peer is |",

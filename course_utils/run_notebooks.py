@@ -11,7 +11,7 @@ GPU ..."). Under the table it lists each notebook's three slowest cells with the
 a lecture loses its minutes).
 
 Lecture mode promises every notebook in under a minute on a prepared GPU box, apart from the
-cells that time a cold build on purpose (lesson 04 builds ``load_inline`` in a fresh folder to
+cells that time a cold build on purpose (lesson 06 builds ``load_inline`` in a fresh folder to
 show what NVRTC saves). Such a cell carries the Jupyter tag ``cold-build`` in its metadata; the
 table gives each notebook's seconds without those cells and a verdict against LECTURE_SECONDS.
 Every cell's time goes to ``cell-times.json`` beside the executed notebooks, with the
@@ -183,7 +183,7 @@ def execute(path: Path, timeout: int = 600, out_dir: Path | None = None,
     except (CellExecutionError, DeadKernelError) as err:
         status, error = "failed", _first_cell_error(nb) or _error_summary(err)
     except Exception as err:  # the kernel failed to start or died, nbclient broke: keep going
-        # (on an H100, notebook 05 once ended in a bare AssertionError from nbclient's kernel
+        # (on an H100, notebook 07 once ended in a bare AssertionError from nbclient's kernel
         # polling; where it happened and the kernel's last words are what one needs to know)
         where = clock.running() or "no cell running"
         last_words = (stderr_log.read_text(errors="replace").strip().splitlines()

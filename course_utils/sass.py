@@ -343,7 +343,7 @@ def reports(compiled: list) -> list[Report]:
     """:func:`report` for each CUBIN, in order, several at a time.
 
     Each report waits on a disassembler process (~0.3 s, most of it the tool starting up), and a
-    thread waiting on a process lets go of the GIL, so the reports overlap: lesson 05's 14
+    thread waiting on a process lets go of the GIL, so the reports overlap: lesson 07's 14
     variants took 5.5 s one after another on the 2-core CPU machine, and a cell a lecture waits
     for on a GPU box took 6-9 s that way."""
     workers = min(len(compiled), os.cpu_count() or 1) or 1

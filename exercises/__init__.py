@@ -5,7 +5,7 @@ a closing "Exercises" section): a short statement, a stub cell (small, self-cont
 signature given) and a check cell::
 
     import exercises
-    exercises.check("01.sync", time_ms)
+    exercises.check("profiling.sync", time_ms)
 
 :func:`check` prints one verdict and never raises on a wrong answer:
 
@@ -15,16 +15,17 @@ signature given) and a check cell::
 * **not yet**: what is wrong, the first mismatching index and values, and a hint;
 * **cannot check here**: the machine lacks what the check needs (it says what).
 
-Adding exercises to a lesson (notebooks 05 and 06 included)
------------------------------------------------------------
-1. ``exercises/lessonNN.py`` registers each exercise with :func:`exercise`::
+Adding exercises to a lesson
+----------------------------
+1. ``exercises/<slug>.py`` (the lesson's topic slug in :mod:`course_utils.syllabus`)
+   registers each exercise with :func:`exercise`::
 
        STUB = '''def tile_count(m, n, tile):
            \"\"\"Thread blocks needed to cover an m x n output with tile x tile blocks.\"\"\"
            ...
        '''
 
-       @exercise("05.tiles", title="Count the tiles", stub=STUB, answers=("tile_count",),
+       @exercise("mma_matmul.tiles", title="Count the tiles", stub=STUB, answers=("tile_count",),
                  intro="Markdown shown above the stub: the why, the task, the signature.")
        def check_tiles(tile_count, report):
            for m, n, tile in [(1, 1, 16), (33, 7, 16)]:
@@ -36,14 +37,14 @@ Adding exercises to a lesson (notebooks 05 and 06 included)
    :class:`Report`; it raises :class:`Mismatch` (or uses :func:`expect` / :func:`compare`) for a
    wrong answer, :class:`CannotCheck` when this machine cannot tell, and calls
    :func:`bandwidth_verdict` (or ``report.line``) for what it measured.
-2. ``exercises/solutions/lessonNN.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
+2. ``exercises/solutions/<slug>.py`` holds ``SOLUTIONS[id]`` and ``WRONG[id]``:
    cell source text defining the same names as the stub, one correct and one known-wrong.
    Checks that cannot be gamed: a simulated quantity (a time, a size, a workload) is drawn
-   at random on every run, so a number typed in cannot pass (lesson 01's simulated GPUs);
+   at random on every run, so a number typed in cannot pass (the profiling lesson's simulated GPUs);
    compare tensors with :func:`compare`, which rejects the wrong shape or dtype before it
    looks at values; and where the exercise asks for a Triton kernel, call
    :func:`expect_triton_kernel`, so plain PyTorch computing the same values does not pass.
-3. ``python -m course exercises sync NN`` writes the exercise cells into the notebook from the
+3. ``python -m course exercises sync <slug>`` writes the exercise cells into the notebook from the
    registry: an exercise given ``section="4 · The swizzle"`` closes the section whose heading
    contains that text (right after its idea), the others go to a final "Exercises" section;
    ``tests/test_exercises.py`` then runs every check against its solution (must pass), its
@@ -71,7 +72,7 @@ from unittest import mock
 
 import torch
 
-from course_utils import env
+from course_utils import env, syllabus
 
 
 class Mismatch(Exception):
@@ -98,7 +99,7 @@ class Report:
 
 @dataclass(frozen=True)
 class Exercise:
-    id: str  # "<lesson>.<short name>", e.g. "01.sync"
+    id: str  # "<lesson>.<short name>", e.g. "profiling.sync"
     title: str
     stub: str  # the stub cell's source (self-contained: its own imports)
     answers: tuple[str, ...]  # names the stub defines, passed to the check in this order
@@ -150,7 +151,7 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
     ``isolated``: on a GPU the check runs in a child process (:mod:`exercises.isolated`: a
     wrong answer may fault, and a fault would end the notebook's kernel)."""
     if not isinstance(id, str) or "." not in id:
-        raise ValueError(f"id expected '<lesson>.<name>' (e.g. '01.sync'), got {id!r}")
+        raise ValueError(f"id expected '<lesson>.<name>' (e.g. 'profiling.sync'), got {id!r}")
     if not answers:
         raise ValueError(f"answers expected the names the stub defines, got {answers!r}")
 
@@ -164,14 +165,18 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
 
 
 def _load_lessons() -> None:
+    """Import every lesson's exercise modules: ``exercises/<slug>.py`` and its
+    ``<slug>_<part>.py`` helpers, for each lesson of the syllabus."""
+    slugs = [lesson.slug for lesson in syllabus.LESSONS]
     for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("lesson"):
+        if any(info.name == s or info.name.startswith(f"{s}_") for s in slugs):
             importlib.import_module(f"{__name__}.{info.name}")
 
 
 def get(id: str) -> Exercise:
     """The registered exercise ``id``; ValueError listing the known ones otherwise."""
     _load_lessons()
+    id = syllabus.topic_key(id)  # an id of an earlier numbering ("08.online_step") still works
     if id not in _REGISTRY:
         raise ValueError(f"exercise id {id!r} is not registered; known: "
                          f"{', '.join(sorted(_REGISTRY))}")
@@ -179,10 +184,13 @@ def get(id: str) -> Exercise:
 
 
 def all_exercises(lesson: str | None = None) -> list[Exercise]:
-    """Every registered exercise (of one lesson, ``"01"``), in lesson and registration order."""
+    """Every registered exercise (of one lesson, ``"attention"``), in the syllabus's order and
+    then in registration order."""
     _load_lessons()
+    if lesson is not None:
+        lesson = syllabus.lesson(lesson).slug
     found = [e for e in _REGISTRY.values() if lesson is None or e.lesson == lesson]
-    return sorted(found, key=lambda e: e.lesson)
+    return sorted(found, key=lambda e: syllabus.NUMBERS.get(e.lesson, 0))
 
 
 # --------------------------------------------------------------------------------------------

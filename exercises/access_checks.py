@@ -19,10 +19,10 @@ from exercises.kernel_checks import child_source_file
 # the profiling call of each exercise whose property Nsight Compute measures: "module:function
 # (source) -> a callable launching the answer's kernel on the profiled cases"
 PROFILES = {
-    "03.silu": "exercises.lesson03:silu_profile",
-    "03.transpose": "exercises.lesson03_kernels:transpose_profile",
-    "03.warp_sum": "exercises.lesson03_kernels:warp_sum_profile",
-    "A5.flip_rows": "exercises.lessonA5:flip_profile",
+    "cuda_gelu.silu": "exercises.cuda_gelu:silu_profile",
+    "cuda_gelu.transpose": "exercises.cuda_gelu_kernels:transpose_profile",
+    "cuda_gelu.warp_sum": "exercises.cuda_gelu_kernels:warp_sum_profile",
+    "first_kernels.flip_rows": "exercises.first_kernels:flip_profile",
 }
 # --------------------------------------------------------------------------------------------
 # On a GPU: the property the lesson teaches, from Nsight Compute's counters

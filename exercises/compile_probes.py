@@ -2,8 +2,8 @@
 functions of the answer (offsets, parities, a whole block's loop run thread by thread) and the
 check reads the results from the initialiser of a ``__device__`` variable in the PTX. No GPU is
 needed, and an expression that is not a constant (an index past an array's end, a call to a
-non-constexpr intrinsic) is named in NVRTC's words (05.smem, 05.swizzle_cuda, 07.parity,
-07.promote use it).
+non-constexpr intrinsic) is named in NVRTC's words (mma_matmul.smem, mma_matmul.swizzle_cuda,
+hopper_matmul.parity, hopper_matmul.promote use it).
 """
 
 from __future__ import annotations

@@ -126,9 +126,9 @@ def interpreted(fn: Callable) -> Callable:
 
 
 # why an interpreted copy of a compiled answer may fail through no fault of the answer: seen on
-# an H200 and an H100 (Triton 3.6, NumPy 2.5) for 05.triton_dot, and on a CPU with Triton 3.6 and
-# NumPy 2.4 (its interpreter turns a kernel argument into a 1-element array, which `range()`
-# can no longer take); never with Triton 3.8's interpreter
+# an H200 and an H100 (Triton 3.6, NumPy 2.5) for mma_matmul.triton_dot, and on a CPU with
+# Triton 3.6 and NumPy 2.4 (its interpreter turns a kernel argument into a 1-element array, which
+# `range()` can no longer take); never with Triton 3.8's interpreter
 _COPY_FAILED = ("Cannot call @triton.jit'd outside of the scope of a kernel",
                 "only 0-dimensional arrays can be converted to Python scalars")
 

@@ -1,6 +1,6 @@
 """A check whose compiled answer may fault, run in a child process on a GPU.
 
-Lesson 08's exercises hand a piece of FlashAttention to the student (the loop body, the range
+Lesson 09's exercises hand a piece of FlashAttention to the student (the loop body, the range
 of key blocks, the backward's step) and run the course's kernel with that piece inside it,
 compiled. A wrong range or offset there reads outside q, k or v. Usually the read lands in
 memory the caching allocator holds and the values come out wrong (the check says "not yet").

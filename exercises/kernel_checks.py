@@ -1,9 +1,10 @@
 """Checking a CUDA kernel a student wrote, on every machine, and saying which checks ran.
 
-An answer is either a whole kernel in a string (03.transpose, 03.warp_sum: described by a
-:class:`~exercises.spec_checks.Spec` and checked by :mod:`exercises.spec_checks`), or code
+An answer is either a whole kernel in a string (cuda_gelu.transpose, cuda_gelu.warp_sum: described
+by a :class:`~exercises.spec_checks.Spec` and checked by :mod:`exercises.spec_checks`), or code
 spliced into a given kernel ``exercises/cuda/<name>.cu`` at its ``// ==== your code`` line
-(05.smem, 05.swizzle_cuda, 07.parity: their lessons compose the steps below). The steps:
+(mma_matmul.smem, mma_matmul.swizzle_cuda, hopper_matmul.parity: their lessons compose the
+steps below). The steps:
 
 1. **compile** with NVRTC (any machine, no GPU): a compile error shows the compiler's first
    errors (:func:`compile_answer`); ``constexpr`` functions of the answer are evaluated by the
@@ -49,26 +50,27 @@ RECORDED = env.RESULTS_DIR / "exercises-gpu.json"
 # the child that runs each exercise's kernel on a GPU: "module:function(source, small) ->
 # verdict" (a dict: {"ok": True, ...}, {"mismatch", "hint"}; progress lines {"case": ...})
 CHILDREN = {
-    "03.silu": "exercises.lesson03:silu_child",
-    "04.divergence": "exercises.lesson04:divergence_child",
-    "03.oob": "exercises.lesson03:scale_child",
-    "03.transpose": "exercises.lesson03_kernels:transpose_child",
-    "03.warp_sum": "exercises.lesson03_kernels:warp_sum_child",
-    "05.smem": "exercises.lesson05_kernels:smem_child",
-    "05.swizzle_cuda": "exercises.lesson05_kernels:swizzle_child",
-    "05.triton_dot": "exercises.lesson05_triton:dot_child",
-    "07.parity": "exercises.lesson07_kernels:parity_child",
-    "07.promote": "exercises.lesson07_kernels:promote_child",
-    "12.pingpong": "exercises.lesson12_gpu:pingpong_child",
-    "13.dq_add": "exercises.lesson13_dq_add_gpu:dq_add_child",
-    "A3.backward": "exercises.lessonA3:backward_child",
-    "A5.flip_rows": "exercises.lessonA5:flip_child",
-    "A5.histogram": "exercises.lessonA5:histogram_child",
-    # the Triton puzzles of appendix A2, where the GPU's Triton cannot interpret a copy
+    "cuda_gelu.silu": "exercises.cuda_gelu:silu_child",
+    "nvrtc.divergence": "exercises.nvrtc:divergence_child",
+    "cuda_gelu.oob": "exercises.cuda_gelu:scale_child",
+    "cuda_gelu.transpose": "exercises.cuda_gelu_kernels:transpose_child",
+    "cuda_gelu.warp_sum": "exercises.cuda_gelu_kernels:warp_sum_child",
+    "mma_matmul.smem": "exercises.mma_matmul_kernels:smem_child",
+    "mma_matmul.swizzle_cuda": "exercises.mma_matmul_kernels:swizzle_child",
+    "mma_matmul.triton_dot": "exercises.mma_matmul_triton:dot_child",
+    "hopper_matmul.parity": "exercises.hopper_matmul_kernels:parity_child",
+    "hopper_matmul.promote": "exercises.hopper_matmul_kernels:promote_child",
+    "hopper_attention.pingpong": "exercises.hopper_attention_gpu:pingpong_child",
+    "hopper_backward.dq_add": "exercises.hopper_backward_dq_add_gpu:dq_add_child",
+    "rmsnorm.backward": "exercises.rmsnorm:backward_child",
+    "first_kernels.flip_rows": "exercises.first_kernels:flip_child",
+    "first_kernels.histogram": "exercises.first_kernels:histogram_child",
+    # the Triton puzzles of lesson 03, where the GPU's Triton cannot interpret a copy
     **{f"A2.{name}": "exercises.puzzle_checks:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",
         "softmax", "long_softmax", "matvec", "dot", "attention")},
-    "A4.transpose": "exercises.puzzle_checks:puzzle_child",  # appendix A4's, the same engine
+    # lesson 13's, the same engine
+    "triton_tools.transpose": "exercises.puzzle_checks:puzzle_child",
 }
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
 POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN

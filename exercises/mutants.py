@@ -16,8 +16,8 @@ its reason in ``EQUIVALENT[id]`` of the lesson's solutions module (``{mutant key
 skipped; "hard to check" is not a reason.
 
     python -m course exercises mutants                 # every kernel exercise
-    python -m course exercises mutants 02.reverse -j 4 # one, four at a time
-    python -m course exercises mutants --list 03.warp_sum   # the mutants, not run
+    python -m course exercises mutants fusion.reverse -j 4 # one, four at a time
+    python -m course exercises mutants --list cuda_gelu.warp_sum   # the mutants, not run
 
 The mutants run in child processes, up to 12 to a child and spread over the jobs (a wrong kernel
 can crash the process that runs it; the parent names the mutant and goes on in a fresh child).
@@ -40,17 +40,23 @@ from course_utils import env
 from exercises.mutant_operators import OPERATORS, code_part
 
 # the exercises in which the student writes a kernel (or a piece of one)
-KERNEL_EXERCISES = ("02.reverse", "02.silu_mul", "03.silu", "03.transpose", "03.warp_sum",
-                    "04.divergence",
-                    "05.smem", "05.swizzle_cuda", "05.triton_dot", "07.parity", "07.promote",
-                    "08.online_step", "08.attend_block", "08.key_range", "08.backward_dkdv",
-                    "08.window_range", "08.varlen_locate", "08.combine_splits",
-                    "12.pingpong", "13.quantize", "13.dq_add",
-                    "10.swap", "10.predict", "11.halves", "11.pipeline", "11.one_shot",
-                    "A2.add", "A2.add_blocks", "A2.outer", "A2.outer_blocks", "A2.row_sum",
-                    "A2.long_sum", "A2.col_sum", "A2.softmax", "A2.long_softmax", "A2.matvec",
-                    "A2.dot", "A2.attention", "A3.backward", "A4.transpose",
-                    "A5.flip_rows", "A5.histogram")
+KERNEL_EXERCISES = ("fusion.reverse", "fusion.silu_mul",
+                    "cuda_gelu.silu", "cuda_gelu.transpose", "cuda_gelu.warp_sum",
+                    "nvrtc.divergence",
+                    "mma_matmul.smem", "mma_matmul.swizzle_cuda", "mma_matmul.triton_dot",
+                    "hopper_matmul.parity", "hopper_matmul.promote",
+                    "attention.online_step", "attention.attend_block", "attention.key_range",
+                    "attention.backward_dkdv",
+                    "attention.window_range", "attention.varlen_locate", "attention.combine_splits",
+                    "hopper_attention.pingpong",
+                    "hopper_backward.quantize", "hopper_backward.dq_add",
+                    "model.swap", "model.predict",
+                    "distributed.halves", "distributed.pipeline", "distributed.one_shot",
+                    "puzzles.add", "puzzles.add_blocks", "puzzles.outer", "puzzles.outer_blocks",
+                    "puzzles.row_sum", "puzzles.long_sum", "puzzles.col_sum", "puzzles.softmax",
+                    "puzzles.long_softmax", "puzzles.matvec", "puzzles.dot", "puzzles.attention",
+                    "rmsnorm.backward", "triton_tools.transpose",
+                    "first_kernels.flip_rows", "first_kernels.histogram")
 
 
 @dataclass(frozen=True)
@@ -230,7 +236,7 @@ def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
     at a time; ``report`` as each exercise finishes (its solution's outcome first).
 
     The chunks are cut small enough to give every job work: a few exercises whose checks are
-    slow (lesson 08's compile the attention kernel in a child of their own, 10-20 s each on a
+    slow (lesson 09's compile the attention kernel in a child of their own, 10-20 s each on a
     GPU) would otherwise queue a dozen each behind one another while most jobs sit idle."""
     every = {e: [solution(e), *all_mutants(e)[0]] for e in exercises_}
     chunk = max(1, min(chunk, -(-sum(map(len, every.values())) // max(jobs, 1))))

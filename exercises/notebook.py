@@ -1,6 +1,6 @@
 """Write a lesson's "Exercises" section from the registry (``python -m course exercises``).
 
-    python -m course exercises sync 01      # (re)write notebook 01's Exercises section
+    python -m course exercises sync fusion  # (re)write lesson 02's (or: sync 02) exercises
     python -m course exercises list         # every exercise, lesson by lesson
 
 Per exercise: a markdown statement, the tool cells it names (``before``), the stub cell and the
@@ -19,7 +19,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, syllabus
 from exercises import Exercise, all_exercises
 
 NOTEBOOKS = env.ROOT / "notebooks"
@@ -32,6 +32,11 @@ this lesson's ceiling. Solutions are in `exercises/solutions/`: try first."""
 
 
 def lesson_notebook(lesson: str, folder: Path = NOTEBOOKS) -> Path:
+    """The notebook of ``lesson`` (a slug, or the number students see) in ``folder``."""
+    try:
+        lesson = syllabus.lesson(lesson).label
+    except KeyError:
+        pass  # not a lesson of the syllabus: a notebook named by its number, as in the tests
     found = sorted(Path(folder).glob(f"{lesson}_*.ipynb"))
     if len(found) != 1:
         raise ValueError(f"lesson expected one notebook {lesson}_*.ipynb in {folder}, "
@@ -144,15 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         return mutants.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m course exercises")
     parser.add_argument("command", choices=["sync", "list", "mutants"])
-    parser.add_argument("lessons", nargs="*", help="lesson numbers, e.g. 01 02 (default: all)")
+    parser.add_argument("lessons", nargs="*",
+                        help="lessons: slugs or numbers, e.g. fusion 09 (default: all)")
     args = parser.parse_args(argv)
-    lessons = args.lessons or sorted({e.lesson for e in all_exercises()})
+    lessons = args.lessons or list(dict.fromkeys(e.lesson for e in all_exercises()))
     for lesson in lessons:
         if args.command == "sync":
             print(f"wrote the Exercises section of {sync(lesson).name}")
         else:
             for ex in all_exercises(lesson):
-                print(f"{ex.id:16s} {ex.title}")
+                print(f"{ex.id:28s} {ex.title}")
     return 0
 
 

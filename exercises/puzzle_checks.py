@@ -1,4 +1,4 @@
-"""The engine of the Triton puzzle ladder (notebook A2, :mod:`exercises.lessonA2`).
+"""The engine of the Triton puzzle ladder (notebook 03, :mod:`exercises.puzzles`).
 
 A puzzle is a kernel only: the student writes the ``@triton.jit`` function and the check
 launches it itself, with the grid and the block sizes the statement gives, on a few problems of
@@ -196,13 +196,13 @@ def _sanitized(p: Puzzle, kernel) -> str:
 
 
 def puzzle_child(source: str, small: bool) -> dict:
-    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`: appendix A2's
-    and A4's), under compute-sanitizer: the compiled kernel on the puzzle's cases, each tensor
-    an allocation of its own exact size."""
-    from exercises import lessonA2, lessonA4, triton_child
+    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`: lesson 03's
+    and lesson 13's), under compute-sanitizer: the compiled kernel on the puzzle's cases, each
+    tensor an allocation of its own exact size."""
+    from exercises import puzzles, triton_child, triton_tools
 
     answer = triton_child.imported(source)
-    p = {**lessonA2.PUZZLES, **lessonA4.PUZZLES}[answer.PUZZLE]
+    p = {**puzzles.PUZZLES, **triton_tools.PUZZLES}[answer.PUZZLE]
     for sizes in p.cases:
         print(json.dumps({"case": p.label(sizes)}), flush=True)
         out = torch.empty(p.output(sizes), device="cuda")

@@ -1,5 +1,5 @@
-"""The compile-time probe of exercise 05.smem: every thread of a block runs the student's K loop
-at compile time (NVRTC evaluates it as a constexpr function, :mod:`exercises.compile_probes`;
+"""The compile-time probe of exercise mma_matmul.smem: every thread of a block runs the student's K
+loop at compile time (NVRTC evaluates it as a constexpr function, :mod:`exercises.compile_probes`;
 a, b, c, as and bs record what is read and written), so that any machine sees its accesses:
 inside the tensors, each element once per block, coalesced, no extra bank conflicts, no read of
 a tile element no thread stored, and no more K steps than the reference's.
@@ -213,9 +213,10 @@ def _smem_reference() -> dict[tuple[int, int], _Block]:
     """The reference solution's probe (computed once a process)."""
     if "reference" not in _SMEM_REFERENCE:
         from exercises import load_cell
-        from exercises.solutions import lesson05
+        from exercises.solutions import mma_matmul
 
-        reference = load_cell(lesson05.SOLUTIONS["05.smem"], "smem_reference")["SMEM_LOOP"]
+        reference = load_cell(mma_matmul.SOLUTIONS["mma_matmul.smem"],
+                              "smem_reference")["SMEM_LOOP"]
         _SMEM_REFERENCE["reference"] = _smem_probe(reference)
     return _SMEM_REFERENCE["reference"]
 

@@ -1,7 +1,7 @@
-"""A whole CUDA kernel in a string, described by a :class:`Spec` (03.transpose, 03.warp_sum):
-compiled and its SASS read on any machine, then on a GPU run on awkward shapes in a child
-process (its input poisoned, its output fenced), under compute-sanitizer, measured by Nsight
-Compute for the property the lesson teaches, and timed. The steps are those of
+"""A whole CUDA kernel in a string, described by a :class:`Spec` (cuda_gelu.transpose,
+cuda_gelu.warp_sum): compiled and its SASS read on any machine, then on a GPU run on awkward shapes
+in a child process (its input poisoned, its output fenced), under compute-sanitizer, measured by
+Nsight Compute for the property the lesson teaches, and timed. The steps are those of
 :mod:`exercises.kernel_checks` and :mod:`exercises.access_checks`, in that order.
 """
 

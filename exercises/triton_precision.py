@@ -1,4 +1,4 @@
-"""Triton's interpreter made to behave like a GPU where the exercises' checks need it (lesson 08
+"""Triton's interpreter made to behave like a GPU where the exercises' checks need it (lesson 09
 uses them; any check that runs a student's ``@triton.jit`` code on the CPU may).
 
 * :func:`tf32` rounds float32 values to tf32, as tensor cores read them, and

@@ -1,4 +1,4 @@
-"""What a call costs the host, layer by layer: lesson 09's launch-overhead table.
+"""What a call costs the host, layer by layer: lesson 11's launch-overhead table.
 
 A small kernel is launch-bound: the GPU finishes it before Python has prepared the next one, so
 the host's time per call *is* the time per call. This benchmark calls each layer back to back
@@ -16,20 +16,20 @@ where the kernel is short, and prints the time each layer adds:
   configuration lookup, output allocation, the launch;
 * the registry call, ``kernels.get_kernel(...)(a, b)``: validation and ``supports()`` once
   per distinct problem, then the function;
-* on a Hopper GPU, lesson 07's ``wgmma`` kernel in bf16 and fp8 (peers ``torch.mm`` and
+* on a Hopper GPU, lesson 15's ``wgmma`` kernel in bf16 and fp8 (peers ``torch.mm`` and
   ``torch._scaled_mm``): ``wgmma.launch`` encodes the TMA descriptors and packs every argument
   on each call; the registered call prepares them once per problem (``Kernel.prepare``) and
   then puts the fresh output's address in and launches; a CUDA graph replays a captured call
   (no Python per kernel at all, but the same addresses every replay: the output is
   overwritten, and a new shape means a new capture);
-* with Triton, lesson 08's attention (peer SDPA) and appendix A3's RMSNorm (peer
+* with Triton, lesson 09's attention (peer SDPA) and lesson 10's RMSNorm (peer
   ``F.rms_norm``, forward alone and forward + backward through autograd): the op's function,
   whose launches go through a plan made once per problem (``kernels/triton_launch.py``), and
   the registered call.
 
-``make bench`` records every row (lesson key ``04_nvrtc_launch``, the lesson's number before
+``make bench`` records every row (lesson key ``byok.launch``, the lesson's number before
 the course was renumbered) with the PyTorch peer of its group measured in the same run.
-Notebook 09 shows the table.
+Notebook 11 shows the table.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import torch
 
 from course_utils import cuda_libs, env, nvrtc, plots, results, timing
 
-LESSON = "04_nvrtc_launch"
+LESSON = "byok.launch"
 CALLS = 200
 REPEATS = 5
 MATMUL_SIZE = 256  # 256³ bf16: ~3 µs on an H100, far below a launch from Python
@@ -189,7 +189,7 @@ def _layers_wgmma(n: int, variant: str) -> tuple[str, str, list[tuple[str, Calla
 
 
 def _layers_attention(b: int, h: int, s: int, d: int) -> tuple[str, str, list]:
-    """Lesson 08's Triton attention (issue 34's tiny problem): SDPA, the forward called
+    """Lesson 09's Triton attention (issue 34's tiny problem): SDPA, the forward called
     directly (its launch plan looked up), the registered call, and forward + backward."""
     import torch.nn.functional as F
 
@@ -216,7 +216,7 @@ def _backward_of(fn: Callable, inputs: tuple, grad: torch.Tensor) -> Callable:
 
 
 def _layers_rmsnorm(rows: int, cols: int, backward: bool) -> tuple[str, str, list]:
-    """Appendix A3's Triton RMSNorm (the RMSNorm probe's tiny problem), beside F.rms_norm:
+    """Lesson 10's Triton RMSNorm (the RMSNorm probe's tiny problem), beside F.rms_norm:
     forward alone, or forward + backward through autograd."""
     import torch.nn.functional as F
 
@@ -259,7 +259,7 @@ def measure(quick: bool = False) -> list[Row]:
               lambda: _layers_fp64(MATMUL_SIZE)]
     if _hopper():
         groups += [lambda v=v: _layers_wgmma(MATMUL_SIZE, v) for v in ("bf16", "fp8_e4m3")]
-    if not env.unmet("triton-gpu"):  # the Triton kernels of lessons 08 and A3 (and 10's model)
+    if not env.unmet("triton-gpu"):  # the Triton kernels of lessons 09 and 10 (and 12's model)
         groups += [lambda: _layers_attention(*ATTENTION_SHAPE),
                    lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=False),
                    lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=True)]

@@ -4,8 +4,8 @@
   (FLOP per byte of DRAM traffic) and its achieved TFLOP/s, under the copy bandwidth and the
   compute ceilings the records hold. Memory-bound kernels (GeLU, softmax) sit at a few FLOP per
   byte, left of the ridge; the matmuls at thousands, right of it.
-* :func:`staircase`: bf16 matmul at 4096³, from one thread per output (lesson 05, step 1) to
-  the warp-specialised ``wgmma`` kernel (lesson 07, step 4), values on the bars, cuBLAS dashed.
+* :func:`staircase`: bf16 matmul at 4096³, from one thread per output (lesson 07, step 1) to
+  the warp-specialised ``wgmma`` kernel (lesson 15, step 4), values on the bars, cuBLAS dashed.
 
     recorded = claims.load()            # docs/results/nvidia-h100-80gb-hbm3.json
     course_map.roofline(recorded); course_map.staircase(recorded)
@@ -32,7 +32,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from course_utils import claims, env, plots
+from course_utils import claims, env, plots, syllabus
 from course_utils.claims import Recorded
 from kernels.matmul import bench_steps
 from kernels.recorded_figures import (
@@ -47,13 +47,15 @@ from kernels.recorded_figures import (
 FLOP_PER_ELEMENT = {"gelu": 10, "softmax": 5}
 BYTES = {"float64": 8, "fp64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "bf16": 2,
          "float16": 2, "fp16": 2, "fp16_f16acc": 2}
-# the lesson keys the records were written under (docs/results/*.json keeps them findable)...
-MMA_LESSON, BYO_LESSON, HOPPER_LESSON = "05_mma_matmul", "06_bring_your_own_kernel", \
-    "07_hopper_matmul"
-# ...and the notebook that teaches each since issue 24 split lesson 05 (the steps stay in 05,
-# mma.cu's variants went to 06) and moved the registry to 09: what a figure's legend names
-TAUGHT_IN = {MMA_LESSON: "06_mma_variants", BYO_LESSON: "09_bring_your_own_kernel",
-             bench_steps.LESSON: "05_mma_matmul"}
+# the record keys of the lessons the figures draw (docs/results/*.json)
+MMA_LESSON, BYO_LESSON, HOPPER_LESSON = "mma_variants", "byok", "hopper_matmul"
+
+
+def _legend(key: str) -> str:
+    """What a figure's legend calls a record key: the notebook that teaches it."""
+    return syllabus.lesson(key).stem
+
+
 MMA_WHAT = re.compile(r"^mma (?P<variant>\w+) (?P<n>\d+)\^3 \(.*\), registered kernel, "
                       r"back to back$")
 BYO_WHAT = re.compile(r"^fp64 gemm (?P<kernel>.+?) n=(?P<n>\d+)(?P<best> \(best of its design "
@@ -63,10 +65,10 @@ WHERE = {SWEEP_LESSON: "kernels/matmul/bench.py", SOFTMAX_LESSON: "kernels/softm
          GELU_LESSON: "kernels/gelu/bench.py", MMA_LESSON: "kernels/matmul/bench_mma.py",
          BYO_LESSON: "kernels/matmul/fp64/bench.py", HOPPER_LESSON:
          "kernels/matmul/hopper/bench.py", bench_steps.LESSON: "kernels/matmul/bench_steps.py",
-         # lesson 10's records are whole training steps (ms, MiB, loss): no point on the roofline
-         "10_kernels_in_a_model": "kernels/model/bench.py",
-         # lesson 11's figures are collectives and training steps on 2 GPUs: no point either
-         "11_beyond_one_gpu": "kernels/distributed/collectives.py"}
+         # the model's records are whole training steps (ms, MiB, loss): no point on the roofline
+         "model": "kernels/model/bench.py",
+         # the collectives and training steps on 2 GPUs: no point either
+         "distributed": "kernels/distributed/collectives.py"}
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,9 @@ def _matmul_point(lesson: str, label: str, n: int, dtype: str, tflops: float) ->
 def points(recorded: Recorded, lessons: tuple[str, ...] | None = None) -> list[Point]:
     """Every kernel of ``lessons`` (all by default) that ``recorded`` holds, one point each:
     GeLU at float32 2^28, softmax at its longest recorded rows below 16K columns, each with its
-    peer; lesson 01's matmuls at their largest n; lesson 06's bf16/tf32 kernels (mma.cu) at
-    8192³; lesson 09's best FP64 GEMMs and torch.mm; lesson 07's first and last steps at 8192³
-    and cuBLAS; lesson 05's first steps at 4096³ where recorded."""
+    peer; lesson 01's matmuls at their largest n; lesson 08's bf16/tf32 kernels (mma.cu) at
+    8192³; lesson 11's best FP64 GEMMs and torch.mm; lesson 15's first and last steps at 8192³
+    and cuBLAS; lesson 07's first steps at 4096³ where recorded."""
     want = set(lessons or WHERE)
     found: list[Point] = []
     if GELU_LESSON in want:
@@ -168,7 +170,7 @@ def points(recorded: Recorded, lessons: tuple[str, ...] | None = None) -> list[P
     if bench_steps.LESSON in want:
         for r in recorded.of(bench_steps.LESSON):
             step, n = r.what.split(" ")[1], int(r.what.split(" ")[2].removesuffix("^3"))
-            if step != bench_steps.FULL_KERNEL:  # lesson 05's full kernel comes from its own
+            if step != bench_steps.FULL_KERNEL:  # lesson 07's full kernel comes from its own
                 found.append(_matmul_point(bench_steps.LESSON, f"step {step}", n, "bf16",
                                            r.value))
     if MMA_LESSON in want:
@@ -279,7 +281,7 @@ def roofline(recorded: Recorded, lessons: tuple[str, ...] | None = None, title: 
     for lesson in dict.fromkeys(p.lesson for p in found):
         mine = [p for p in found if p.lesson == lesson]
         ax.scatter([p.intensity for p in mine], [p.tflops for p in mine], zorder=3,
-                   color=LESSON_COLORS.get(lesson), label=TAUGHT_IN.get(lesson, lesson),
+                   color=LESSON_COLORS.get(lesson), label=_legend(lesson),
                    marker="s" if mine[0].memory_bound else "o")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -297,36 +299,44 @@ def roofline(recorded: Recorded, lessons: tuple[str, ...] | None = None, title: 
 
 def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, float, float]]:
     """``(label, TFLOP/s, fraction of cuBLAS of the same run)`` for every stair the records
-    hold at ``size``³ bf16, in the order of the climb: lesson 05's steps, lesson 06's kernel
-    (mma.cu), then lesson 07's steps (its own run's mma.sync kernel stands for mma.cu's where it
+    hold at ``size``³ bf16, in the order of the climb: lesson 07's steps, lesson 08's kernel
+    (mma.cu), then lesson 15's steps (its own run's mma.sync kernel stands for mma.cu's where it
     has one)."""
     found = []
     for r in recorded.of(bench_steps.LESSON):
         step = r.what.split(" ")[1]
         if r.what == bench_steps.what(step, size) and step != bench_steps.FULL_KERNEL:
-            found.append((f"05 {step.replace('_', ' ', 1)}", r.value, r.value / r.peer))
-    mma_05 = [r for r in recorded.of(HOPPER_LESSON) if r.what == f"bf16 05 mma.sync (lesson 05) "
+            found.append((f"{_STEPS} {step.replace('_', ' ', 1)}", r.value, r.value / r.peer))
+    mma_05 = [r for r in recorded.of(HOPPER_LESSON) if r.what == f"bf16 mma.sync (mma.cu) "
               f"{size}^3"] or [r for r in recorded.of(bench_steps.LESSON)
                                if r.what == bench_steps.what(bench_steps.FULL_KERNEL, size)]
-    found += [("06 mma.cu", r.value, r.value / r.peer) for r in mma_05[:1]]
+    found += [(f"{_MMA} mma.cu", r.value, r.value / r.peer) for r in mma_05[:1]]
     for r in recorded.of(HOPPER_LESSON):
         if (m := HOPPER_WHAT.match(r.what)) and m["n"] == str(size) and ": " in r.what \
                 and m["step"].startswith("step"):
-            found.append((f"07 {m['step']}", r.value, r.value / r.peer))
+            found.append((f"{_HOPPER} {m['step']}", r.value, r.value / r.peer))
     return found
 
 
-_STAIR_WORDS = {"05 1 naive": "one thread per output", "05 4 smem": "shared-memory tiles",
-                "05 7 smem_4x4": "4x4 outputs a thread", "05 9 mma": "the first mma.sync",
-                "05 10 mma_cp_async": "a cp.async ring", "05 11 mma_swizzle": "swizzle + ldmatrix",
-                "05 12 mma_warp_tile": "64x64 warp tiles", "06 mma.cu": "templated, tuned",
-                "07 step1": "TMA + wgmma", "07 step2": "an mbarrier ring",
-                "07 step3": "a producer, 2 consumers", "07 step4": "persistent, TMA store"}
+# the stairs are labelled by the number of the lesson that teaches them
+_STEPS, _MMA, _HOPPER = (syllabus.BY_SLUG[s].label for s in ("mma_matmul", "mma_variants",
+                                                                "hopper_matmul"))
+_STAIR_WORDS = {f"{_STEPS} 1 naive": "one thread per output",
+                f"{_STEPS} 4 smem": "shared-memory tiles",
+                f"{_STEPS} 7 smem_4x4": "4x4 outputs a thread",
+                f"{_STEPS} 9 mma": "the first mma.sync",
+                f"{_STEPS} 10 mma_cp_async": "a cp.async ring",
+                f"{_STEPS} 11 mma_swizzle": "swizzle + ldmatrix",
+                f"{_STEPS} 12 mma_warp_tile": "64x64 warp tiles",
+                f"{_MMA} mma.cu": "templated, tuned",
+                f"{_HOPPER} step1": "TMA + wgmma", f"{_HOPPER} step2": "an mbarrier ring",
+                f"{_HOPPER} step3": "a producer, 2 consumers",
+                f"{_HOPPER} step4": "persistent, TMA store"}
 
 
 def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     """Bars from the naive matmul to the best Hopper kernel (bf16, ``size``³), each with its
-    TFLOP/s and its fraction of cuBLAS measured in the same run; cuBLAS of lesson 07's run
+    TFLOP/s and its fraction of cuBLAS measured in the same run; cuBLAS of lesson 15's run
     dashed. Log scale once the naive steps are in: the climb spans three orders of magnitude."""
     found = stairs(recorded, size)
     if not found:
@@ -335,13 +345,14 @@ def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     # one bar a step, lying down: seventeen labels read from top to bottom, values at the ends
     fig, ax = plots.figure(f"The matmul staircase, bf16 {size}³, on {recorded.device}",
                            xlabel="TFLOP/s (log)", figsize=(11, 0.42 * len(found) + 1.8))
-    colors = ["#bcbd22" if label.startswith("05 ") else "#d62728" if label == "06 mma.cu"
+    colors = ["#bcbd22" if label.startswith(f"{_STEPS} ") else "#d62728"
+              if label == f"{_MMA} mma.cu"
               else "#1f77b4" for label, _, _ in found]
     labels = [f"{label}: {_STAIR_WORDS[label]}" if label in _STAIR_WORDS else label
               for label, _, _ in found]
     values = [v for _, v, _ in found]
     ax.barh(labels, values, color=colors)
-    ax.invert_yaxis()  # the climb reads downwards, lesson 05's first step on top
+    ax.invert_yaxis()  # the climb reads downwards, lesson 07's first step on top
     ax.set_xscale("log")
     peers = [r.peer for r in recorded.of(HOPPER_LESSON) if r.peer and HOPPER_WHAT.match(r.what)
              and r.what.endswith(f" {size}^3")]
@@ -349,7 +360,7 @@ def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     ax.set_xlim(min(values) / 2, top * 6)  # room for the values right of the longest bars
     if peers:
         ax.axvline(peers[0], color="black", linestyle="--", linewidth=1)
-        ax.text(peers[0], -0.8, f" cuBLAS (lesson 07's run): {peers[0]:,.0f}", fontsize=8,
+        ax.text(peers[0], -0.8, f" cuBLAS (lesson 15's run): {peers[0]:,.0f}", fontsize=8,
                 va="bottom")
     for y, (_, v, f) in enumerate(found):
         ax.text(v * 1.08, y, f"{v:,.3g}  ({f:.2g}× cuBLAS)", va="center", fontsize=8)

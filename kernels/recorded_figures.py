@@ -3,7 +3,7 @@
 A student without a GPU runs lesson 01's sweep and lesson 02's bandwidth cells on a CPU and
 sees CPU numbers. These functions draw the same figures from what ``make bench`` recorded on a
 GPU (``docs/results/<device>.json``), labelled with that run's environment, on any machine (no
-CUDA, no GPU: matplotlib and the JSON), as lesson 07 draws its staircase::
+CUDA, no GPU: matplotlib and the JSON), as lesson 15 draws its staircase::
 
     recorded = claims.with_lesson(SWEEP_LESSON)        # the H100's records, else another GPU's
     fig = recorded_figures.sweep(recorded)             # lesson 01: TFLOP/s vs n, datasheet peaks
@@ -25,9 +25,9 @@ from course_utils import claims, plots
 from course_utils.claims import Recorded
 from course_utils.results import Record
 
-SWEEP_LESSON = "01_benchmarking_and_profiling"
-GELU_LESSON = "03_cuda_gelu"
-SOFTMAX_LESSON = "02_kernel_fusion"
+SWEEP_LESSON = "profiling"
+GELU_LESSON = "cuda_gelu"
+SOFTMAX_LESSON = "fusion"
 SWEEP_WHAT = re.compile(r"^matmul torch\.matmul (?P<dtype>\w+) n=(?P<n>\d+)$")
 GELU_WHAT = re.compile(r"^gelu (?P<kernel>.+) (?P<dtype>float32|bfloat16|float16) "
                        r"n=2\^(?P<log2>\d+)$")

@@ -19,7 +19,7 @@ Each op names its eager kernel as the reference; ``tests/test_kernel_matrix.py``
 registered kernel against it, so a new kernel joins the tests (and the notebooks' benchmark
 tables) by being registered, from a course module, a notebook or your own module alike;
 :func:`unregister` leaves the registry as before. Bad registrations raise ``ValueError`` at
-once. ``kernels/README.md`` is the guide; notebook 09 walks through it with an FP64 GEMM.
+once. ``kernels/README.md`` is the guide; notebook 11 walks through it with an FP64 GEMM.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Every check reads the arguments' shapes, strides, dtypes, devices and (alignment, TMA
         # descriptors) addresses, never their values, so a problem accepted before is accepted
-        # again: a call in a loop pays a key and a lookup instead of the checks (lesson 09
+        # again: a call in a loop pays a key and a lookup instead of the checks (lesson 11
         # measures what each layer of a call costs)
         key = _problem_key(args)
         if key is None or key not in self._accepted:

@@ -5,7 +5,7 @@ it binds the arguments to the kernel's parameters, *specializes* each one (a poi
 and whether its address is a multiple of 16; an integer's width, whether it is 1 or a multiple
 of 16), turns the lot into a cache key, looks the compiled kernel up, checks the globals it
 used, and only then calls the launcher. With a dozen arguments that is a good part of a
-tiny kernel's host time (lesson 09 measures it). A training step repeats the same few
+tiny kernel's host time (lesson 11 measures it). A training step repeats the same few
 problems thousands of times, so almost all of that can be done once per problem:
 
 * the first call of a problem goes through ``kernel[grid](...)``, Triton's own path, which

@@ -1,4 +1,4 @@
-"""Lesson 08's kernels beyond the matrix test: gradients, the log-sum-exp, refusals with reasons,
+"""Lesson 09's kernels beyond the matrix test: gradients, the log-sum-exp, refusals with reasons,
 the online softmax on its own, and (on a GPU) SDPA's gradients and memory that grows with S.
 
 On a CPU everything Triton runs in the interpreter at tiny shapes (fp32 and fp16: the

@@ -131,7 +131,7 @@ def test_the_debugging_switch_names_its_kernels():
 
 
 def test_a_kernel_and_a_buffer_are_version_2_s_and_the_buffer_is_checked():
-    """(exercise 13.dq_add launches its spliced build into a buffer of its own)"""
+    """(exercise hopper_backward.dq_add launches its spliced build into a buffer of its own)"""
     q = _qkv()[0]
     with pytest.raises(ValueError, match="kernel and dq_sum expected None with version 1"):
         bwd.backward(*_qkv(), None, None, None, False, dq_sum=torch.zeros(q.shape))

@@ -1,4 +1,4 @@
-"""Lesson 09's FP64 GEMM family: its interface (metadata, reasons, generator), its compiles, and
+"""Lesson 11's FP64 GEMM family: its interface (metadata, reasons, generator), its compiles, and
 its benchmark records. Correctness against the reference is the matrix test's job."""
 
 import re

@@ -72,7 +72,7 @@ def test_after_the_first_call_bad_problems_are_still_refused(counted):
 def test_a_kernel_without_a_build_step_also_checks_each_problem_once(monkeypatch):
     """A plain function (the Triton kernels register one, no build step) takes the same
     checked-once path after its first call: on a GPU its full check cost the registered
-    attention about 4 µs a call above the direct forward (lesson 09's table)."""
+    attention about 4 µs a call above the direct forward (lesson 11's table)."""
     calls = {"check": 0, "unavailable": 0, "run": 0}
 
     def check(a, b):
@@ -199,7 +199,7 @@ def calls_in(fn) -> list[str]:
 def test_the_registered_attention_adds_only_the_problems_lookup(monkeypatch, counted_launches):
     """Once a problem is checked, the registered attention does what triton_fwd.forward does
     plus the registry's lookup of the problem (its key: a few reads per argument) and one call
-    of its own and the choice of path: no second validation or check. Lesson 09's table times
+    of its own and the choice of path: no second validation or check. Lesson 11's table times
     this path beside the direct forward on a GPU; the calls counted here are the work it stands
     for."""
     from kernels.attention import triton_fwd

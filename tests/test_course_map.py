@@ -17,7 +17,7 @@ HOPPER = "07_hopper_matmul"
 
 @pytest.fixture
 def full_dir(tmp_path):
-    """A device with every stair: lesson 05's steps and lesson 07's, each beside cuBLAS."""
+    """A device with every stair: lesson 07's steps and lesson 15's, each beside cuBLAS."""
     steps = [("1_naive", 0.5), ("2_smem_tiled", 19.3), ("3_mma_simple", 55.1),
              (bench_steps.FULL_KERNEL, 421.0)]
     results.save(bench_steps.LESSON, [
@@ -27,7 +27,7 @@ def full_dir(tmp_path):
                    peer_what="torch.mm (cuBLAS), same run")
     hopper = [Record(HOPPER, "wgmma bf16 instruction ceiling (spread 1% over 5 runs)", 952.0,
                      "TFLOP/s"),
-              Record(HOPPER, "bf16 05 mma.sync (lesson 05) 4096^3", 353.0, "TFLOP/s", **ceiling)]
+              Record(HOPPER, "bf16 mma.sync (mma.cu) 4096^3", 353.0, "TFLOP/s", **ceiling)]
     hopper += [Record(HOPPER, f"bf16 step{i}: idea {i} 4096^3", v, "TFLOP/s", **ceiling)
                for i, v in ((1, 507.0), (2, 433.0), (3, 527.0), (4, 635.0))]
     results.save(HOPPER, hopper, directory=tmp_path)
@@ -37,15 +37,15 @@ def full_dir(tmp_path):
 def test_the_staircase_climbs_from_the_naive_step_to_wgmma(full_dir):
     stairs = course_map.stairs(full_dir)
     assert [label for label, _, _ in stairs] == [
-        "05 1 naive", "05 2 smem_tiled", "05 3 mma_simple", "06 mma.cu",
-        "07 step1", "07 step2", "07 step3", "07 step4"]
-    assert stairs[3][1] == 353.0  # lesson 07's own run of the mma.sync kernel
+        "07 1 naive", "07 2 smem_tiled", "07 3 mma_simple", "08 mma.cu",
+        "15 step1", "15 step2", "15 step3", "15 step4"]
+    assert stairs[3][1] == 353.0  # lesson 15's own run of the mma.sync kernel
     assert stairs[-1][2] == pytest.approx(635 / 730)
     fig = course_map.staircase(full_dir)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"  # three orders of magnitude
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[0] == "05 1 naive: one thread per output" and labels[-1].startswith("07 step4")
+    assert labels[0] == "07 1 naive: one thread per output" and labels[-1].startswith("15 step4")
     texts = [t.get_text() for t in ax.texts]
     assert any(t.startswith("0.5  (") for t in texts) and any("635" in t for t in texts)
     plt.close(fig)
@@ -75,7 +75,7 @@ def test_the_course_map_draws_from_the_committed_reference_records():
         notes = " ".join(t.get_text() for t in fig.texts)
         assert recorded.device in notes  # labelled with the GPU that measured it
         plt.close(fig)
-    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == "07 step5"
+    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == "15 step5"
 
 
 def test_lesson_01_and_02_figures_from_the_records():
@@ -95,7 +95,7 @@ def test_lesson_01_and_02_figures_from_the_records():
 def test_bad_input_says_what_was_expected(full_dir):
     with pytest.raises(ValueError, match="recorded expected"):
         rf.sweep(None)
-    with pytest.raises(ValueError, match="records of 01_benchmarking"):
+    with pytest.raises(ValueError, match="records of profiling"):
         rf.sweep(full_dir)
     with pytest.raises(ValueError, match="op expected"):
         course_map.traffic_ratio("matmul", "float32")

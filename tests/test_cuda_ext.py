@@ -1,7 +1,7 @@
 """The CUDA GeLU extension builds both ways (setup.py and load_inline) and rejects bad input.
 
 The builds compile with nvcc even without a GPU (for sm_90 by default); they are cached under
-var/build/, so notebook 03 and these tests share one compile per CI run.
+var/build/, so notebook 05 and these tests share one compile per CI run.
 """
 
 import pytest

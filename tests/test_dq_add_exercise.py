@@ -1,5 +1,5 @@
-"""Exercise 13.dq_add's machinery: the markers hold the course's own epilogue, splicing it back
-gives the registered kernel's SASS, the solution passes on a CPU and each hand-written wrong
+"""Exercise hopper_backward.dq_add's machinery: the markers hold the course's own epilogue, splicing
+it back gives the registered kernel's SASS, the solution passes on a CPU and each hand-written wrong
 answer gets "not yet" there naming its mistake; the probe's rules read crafted records as they
 must. On a Hopper GPU the child itself must tell a missing guard (by the -0.0 after the buffer)
 and a plain store (by the values) without the CPU's help."""
@@ -12,12 +12,12 @@ import torch
 
 import exercises
 from course_utils import env
-from exercises import lesson13_dq_add as dq
-from exercises import lesson13_dq_add_probe as probe
-from exercises.solutions.lesson13 import SOLUTIONS, WRONG
+from exercises import hopper_backward_dq_add as dq
+from exercises import hopper_backward_dq_add_probe as probe
+from exercises.solutions.hopper_backward import SOLUTIONS, WRONG
 from kernels.attention.hopper import bwd
 
-ID = "13.dq_add"
+ID = "hopper_backward.dq_add"
 needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
 
 # what each hand-written wrong answer's verdict says (the CPU decides every one)
@@ -145,7 +145,7 @@ def test_no_cell_above_the_exercise_shows_the_epilogue():
     lines after it: what they display holds none of the epilogue's code lines."""
     from course_utils import diffs
 
-    cells = json.loads((env.ROOT / "notebooks" / "13_attention_backward_and_fp8.ipynb")
+    cells = json.loads((env.ROOT / "notebooks" / "17_attention_backward_and_fp8.ipynb")
                        .read_text())["cells"]
     stub = next(i for i, c in enumerate(cells)
                 if c.get("metadata", {}).get("exercise") == {"id": ID, "role": "stub"})

@@ -16,21 +16,31 @@ def _run(ex, source: str, label: str) -> exercises.Result:
     return exercises.run_check(ex.id, *(names[n] for n in ex.answers))
 
 
-def test_every_lesson_has_three_exercises():
-    for lesson in ("01", "02", "03", "05", "06", "07", "08", "09"):
-        assert len(exercises.all_exercises(lesson)) >= 3, lesson
-    # lesson 10 has two: a kernel swapped into the model (10.swap) and a share predicted
-    assert len(exercises.all_exercises("10")) >= 2
-    # lesson 11: an all-reduce from its halves, a one-shot kernel, a pipelined matmul
-    assert len(exercises.all_exercises("11")) >= 3
-    # lesson 04 keeps 04.sweep; its traps' two exercises moved with them to appendix A1
-    assert len(exercises.all_exercises("04")) + len(exercises.all_exercises("A1")) >= 3
+def test_the_syllabus_lists_every_exercise_and_each_notebook_holds_its_own():
+    import json
+
+    from course_utils import env, syllabus
+
+    registered = [e.id for e in exercises.all_exercises()]
+    listed = [i for lesson in syllabus.LESSONS for i in lesson.exercise_ids]
+    assert sorted(registered) == sorted(listed), (
+        "course_utils/syllabus.py and the registered exercises disagree: "
+        f"registered only {sorted(set(registered) - set(listed))}, "
+        f"listed only {sorted(set(listed) - set(registered))}")
+    for lesson in syllabus.LESSONS:
+        cells = json.loads((env.ROOT / "notebooks" / lesson.notebook).read_text())["cells"]
+        held = {(c.get("metadata", {}).get("exercise") or {}).get("id") for c in cells}
+        held = {i for i in held if i and "." in i}  # (the Exercises heading has no id of one)
+        assert held == set(lesson.exercise_ids), (lesson.notebook, sorted(held))
+        assert [e.id for e in exercises.all_exercises(lesson.label)] == \
+            [e.id for e in exercises.all_exercises(lesson.slug)]
+    assert exercises.get("08.online_step").id == "attention.online_step"  # former ids still read
 
 
 def test_no_notebook_prints_an_answer_before_its_exercise():
     """A cell before an exercise must not print the course's own version of what the student
-    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 11 once
-    printed ``one_shot_kernel`` two cells above exercise 11.one_shot."""
+    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 18 once
+    printed ``one_shot_kernel`` two cells above exercise distributed.one_shot."""
     import json
     import re
 
@@ -104,16 +114,16 @@ def _shown_texts(cells: list[str]):
 
 
 # shown before its exercise, known: A5 shows the course's histogram_shared (BINS fixed at compile
-# time) above A5.histogram, which asks for the same kernel with a run-time bins (found by the test
-# below when it was written; left to A5's author)
+# time) above first_kernels.histogram, which asks for the same kernel with a run-time bins (found by
+# the test below when it was written; left to the author of first_kernels)
 SHOWN_BEFORE: set[tuple[str, str]] = set()  # (exercise, function) pairs allowed: none
 
 
 def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
     """What a cell before an exercise's stub displays with ``show(...)`` (the cells above the
     statement and the exercise's own tool cells) must not hold the course's definition of a
-    function the student writes: 12.pingpong's turn_wait and turn_pass sit in attention.cuh,
-    whose neighbours lesson 12 shows."""
+    function the student writes: hopper_attention.pingpong's turn_wait and turn_pass sit in
+    attention.cuh, whose neighbours lesson 16 shows."""
     import json
     import re
 
@@ -138,21 +148,23 @@ def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
 
 
 def test_the_answer_on_screen_check_sees_attention_cuh():
-    """The check above would catch lesson 12 showing attention.cuh's turns before 12.pingpong."""
+    """The check above would catch lesson 16 showing attention.cuh's turns before
+    hopper_attention.pingpong."""
     cells = ["from kernels.attention.hopper import fwd\nfrom course_utils.diffs import show",
              'show(fwd.PRIMITIVES, "// ---- 1b. named barriers", "// ---- 6b.")']
     texts = [text for _, text in _shown_texts(cells)]
     assert len(texts) == 1 and "void turn_wait(int consumer) {" in texts[0]
-    assert {"turn_wait", "turn_pass"} <= _functions_defined(ANSWERS["12.pingpong"][0])
+    assert {"turn_wait", "turn_pass"} <= _functions_defined(ANSWERS["hopper_attention.pingpong"][0])
 
 
 def test_the_answer_on_screen_check_sees_a_triton_kernel():
-    """... and lesson 13 showing quantize.py (its quantize_kernel) before 13.quantize."""
+    """... and lesson 17 showing quantize.py (its quantize_kernel) before
+    hopper_backward.quantize."""
     cells = ["from kernels.scaled_attention import quantize\nfrom course_utils.diffs import show",
              "show(quantize.__file__)"]
     texts = [text for _, text in _shown_texts(cells)]
     assert len(texts) == 1 and "def quantize_kernel(" in texts[0]
-    assert "quantize_kernel" in _functions_defined(ANSWERS["13.quantize"][0])
+    assert "quantize_kernel" in _functions_defined(ANSWERS["hopper_backward.quantize"][0])
 
 
 def test_every_exercise_has_a_solution_and_a_wrong_answer():
@@ -199,13 +211,13 @@ def test_notebook_holds_the_registered_cells(ex):
 
 
 def test_unknown_exercise_names_the_known_ones():
-    with pytest.raises(ValueError, match="01.sync"):
+    with pytest.raises(ValueError, match="profiling.sync"):
         exercises.run_check("01.nope", None)
 
 
 def test_wrong_number_of_answers_is_a_value_error():
     with pytest.raises(ValueError, match="expected 2 answers"):
-        exercises.run_check("01.dominant", "matmul")
+        exercises.run_check("profiling.dominant", "matmul")
 
 
 def test_compare_names_the_first_mismatch():
@@ -237,7 +249,7 @@ def test_an_exception_in_student_code_is_reported_with_its_line():
     source = ("def matmul_tflops(m, n, k, ms):\n"
               "    flop = 2 * m * n * k\n"
               "    return flop / seconds\n")
-    result = _run(exercises.get("01.tflops"), source, "raises")
+    result = _run(exercises.get("profiling.tflops"), source, "raises")
     text = str(result)
     assert result.status == "not yet"
     assert "NameError" in text and "line 3 of your cell: return flop / seconds" in text, text
@@ -258,14 +270,14 @@ def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
 
 
 def test_what_the_gpu_children_compile_compiles_here(tmp_path):
-    # the children of lesson 03 run only on a GPU; what they hand to NVRTC is checked here
+    # the children of lesson 05 run only on a GPU; what they hand to NVRTC is checked here
     from course_utils import env, nvrtc
-    from exercises import lesson03
+    from exercises import cuda_gelu
 
     if env.unmet("nvrtc"):
         pytest.skip("needs NVRTC")
-    nvrtc.compile(lesson03.SCALE_CU, "scale", arch="sm_90", **lesson03.SCALE_OPTIONS)
-    silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
+    nvrtc.compile(cuda_gelu.SCALE_CU, "scale", arch="sm_90", **cuda_gelu.SCALE_OPTIONS)
+    silu = exercises.load_cell(ANSWERS["cuda_gelu.silu"][0], "child")["SILU_SOURCE"]
     path = tmp_path / "silu_student.cu"
     path.write_text(silu)
     nvrtc.compile(path.read_text(), "silu_kernel", arch="sm_90", verbose=False)
@@ -278,8 +290,8 @@ def test_the_gpu_child_runs_and_a_crash_names_its_case():
 
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")
-    silu = exercises.load_cell(ANSWERS["03.silu"][0], "child")["SILU_SOURCE"]
-    result = kernel_checks.run_child("03.silu", silu)
+    silu = exercises.load_cell(ANSWERS["cuda_gelu.silu"][0], "child")["SILU_SOURCE"]
+    result = kernel_checks.run_child("cuda_gelu.silu", silu)
     assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
     with pytest.raises(exercises.Mismatch, match="crashed the GPU on the case 'loading the kern"):
         kernel_checks.expect_child_ok(result, "hint")
@@ -292,9 +304,9 @@ def test_the_gpu_child_runs_and_a_crash_names_its_case():
     ("no answer after 600 s (a hang: a wait that never completes?)", False),
 ])
 def test_a_python_error_in_the_gpu_child_is_the_course_s_bug(crash, course_bug):
-    # 12.pingpong and 13.dq_add compile the student's code before the child runs: a Python
-    # exception there that names no device error is the check's own, and must not be told to
-    # the student as their kernel's crash
+    # hopper_attention.pingpong and hopper_backward.dq_add compile the student's code before the
+    # child runs: a Python exception there that names no device error is the check's own, and must
+    # not be told to the student as their kernel's crash
     from exercises import kernel_checks
 
     result = {"crash": crash, "case": "B=1 H=2"}
@@ -305,11 +317,11 @@ def test_a_python_error_in_the_gpu_child_is_the_course_s_bug(crash, course_bug):
         kernel_checks.expect_no_course_bug(result, "your lines")
 
 
-# On a GPU the checks of lessons 06 and 09 go further than on a CPU: these make sure they did
+# On a GPU the checks of lessons 08 and 11 go further than on a CPU: these make sure they did
 # (a GPU run must not pass through the CPU branch), with the lines the student would read.
 GPU_LINES = {
-    "06.config": ("matches float64 at", "of the mma.sync ceiling", "the target"),
-    "09.byok": ("(compiled Triton, cuda tensors)", "the registry is exactly as before"),
+    "mma_variants.config": ("matches float64 at", "of the mma.sync ceiling", "the target"),
+    "byok.byok": ("(compiled Triton, cuda tensors)", "the registry is exactly as before"),
 }
 
 
@@ -336,33 +348,34 @@ def _solution(id, old, new):
 
 
 PLAIN_PYTORCH = {
-    "02.bias_gelu": ("import torch.nn.functional as F\n\n\ndef bias_gelu(x, bias):\n"
+    "fusion.bias_gelu": ("import torch.nn.functional as F\n\n\ndef bias_gelu(x, bias):\n"
                      "    return F.gelu(x + bias, approximate='tanh')\n"),
-    "02.silu_mul": ("import torch.nn.functional as F\n\n\ndef silu_mul(x):\n"
+    "fusion.silu_mul": ("import torch.nn.functional as F\n\n\ndef silu_mul(x):\n"
                     "    if x.shape[1] % 2:\n"
                     "        raise ValueError(f'x expected an even width, got {x.shape[1]}')\n"
                     "    a, b = x.float().chunk(2, dim=-1)\n"
                     "    return (F.silu(a) * b).to(x.dtype)\n"),
 }
 GAMED = [
-    *[pytest.param("01.sync", _constant_timer(ms), "it does not follow the work",
-                   id=f"01.sync-constant-{ms}")
+    *[pytest.param("profiling.sync", _constant_timer(ms), "it does not follow the work",
+                   id=f"profiling.sync-constant-{ms}")
       for ms in (3.0, 4.5, 6.0, 9.0, 12.0)],
-    pytest.param("02.bias_gelu", None, "expected dtype", id="02.bias_gelu-wrong-dtype"),
-    pytest.param("02.silu_mul", None, "expected dtype", id="02.silu_mul-wrong-dtype"),
+    pytest.param("fusion.bias_gelu", None, "expected dtype", id="fusion.bias_gelu-wrong-dtype"),
+    pytest.param("fusion.silu_mul", None, "expected dtype", id="fusion.silu_mul-wrong-dtype"),
     *[pytest.param(id, source, "no Triton kernel was launched", id=f"{id}-plain-pytorch")
       for id, source in PLAIN_PYTORCH.items()],
-    pytest.param("09.byok", None, "no Triton kernel was launched", id="09.byok-plain-pytorch"),
+    pytest.param("byok.byok", None, "no Triton kernel was launched", id="byok.byok-plain-pytorch"),
 ]
 
 
 def _gamed_source(id, source):
     if source is not None:
         return source
-    if id in ("02.bias_gelu", "02.silu_mul"):  # the Triton solution, its output made float64
+    # the Triton solution, its output made float64
+    if id in ("fusion.bias_gelu", "fusion.silu_mul"):
         return _solution(id, "BLOCK=BLOCK)\n    return y\n",
                          "BLOCK=BLOCK)\n    return y.double()\n")
-    # 09.byok: the whole interface right, but the registered function is torch.mm
+    # byok.byok: the whole interface right, but the registered function is torch.mm
     return _solution(id, "fn=row_gemm,", "fn=torch.mm,")
 
 
@@ -378,9 +391,9 @@ def test_a_gamed_answer_fails(id, source, says):
 
 
 def test_the_simulated_gpu_differs_every_run():
-    from exercises import lesson01
+    from exercises import profiling
 
-    draws = {tuple(g.CALL_S for g in lesson01._random_gpus()) for _ in range(5)}
+    draws = {tuple(g.CALL_S for g in profiling._random_gpus()) for _ in range(5)}
     assert len(draws) == 5
     for fast, slow in draws:  # no constant within 0.5x-1.25x of both
         assert 1.25 * fast < 0.5 * slow
@@ -389,7 +402,7 @@ def test_the_simulated_gpu_differs_every_run():
 def test_triton_launches_counts_the_interpreters_launches_too():
     import torch
 
-    names = exercises.load_cell(ANSWERS["02.silu_mul"][0], "launches")
+    names = exercises.load_cell(ANSWERS["fusion.silu_mul"][0], "launches")
     with exercises.triton_launches() as launched:
         names["silu_mul"](torch.randn(3, 8, device=exercises.env.DEFAULT_DEVICE))
     assert launched == {"silu_mul_kernel": 1}

@@ -1,4 +1,4 @@
-"""Appendix A5's kernels beyond the matrix test: what they compile to (any machine), the
+"""Lesson 04's kernels beyond the matrix test: what they compile to (any machine), the
 histogram op's validation and its SASS order check on the course's own kernel, capturing a
 kernel's printf, and GPU runs (values, divergence, printf's lines under a synchronisation)."""
 
@@ -9,7 +9,8 @@ import torch
 
 import kernels
 from course_utils import device_stdout, env
-from exercises import lesson04, lessonA5
+from exercises import first_kernels as first_kernels_exercises
+from exercises import nvrtc
 from kernels import first_kernels
 from kernels.histogram import nvrtc as histogram_nvrtc
 
@@ -42,23 +43,25 @@ def test_the_histograms_compile_to_global_and_shared_atomics():
     plain = _report(histogram_nvrtc.compile_histogram("global", arch="sm_90", verbose=False))
     shared = _report(histogram_nvrtc.compile_histogram("shared", 512, arch="sm_90",
                                                        verbose=False))
-    assert plain.count(*lessonA5.GLOBAL_ATOMICS) == 1 and plain.count("ATOMS", "BAR") == 0
+    assert (plain.count(*first_kernels_exercises.GLOBAL_ATOMICS) == 1
+            and plain.count("ATOMS", "BAR") == 0)
     assert shared.count("ATOMS") >= 1 and shared.count("BAR") == 2
-    assert lessonA5.histogram_order(shared.sass) is None  # the exercise's check agrees
+    # the exercise's check agrees
+    assert first_kernels_exercises.histogram_order(shared.sass) is None
 
 
 def test_the_order_check_names_a_missing_barrier():
     from exercises import kernel_checks, sass_checks
-    from exercises.solutions import lessonA5 as solutions
+    from exercises.solutions import first_kernels as solutions
 
     for label, words in (("no barrier after zeroing", "zeroing of the bins"),
                          ("no barrier before the flush", "right after the counting"),
                          ("global atomic per element too", "inside the counting loop")):
         names = {}
-        exec(solutions.WRONG["A5.histogram"][label], names)
+        exec(solutions.WRONG["first_kernels.histogram"][label], names)
         found = sass_checks.sass_report(kernel_checks.compile_answer(
             names["HISTOGRAM_SOURCE"], "histogram_shared", "t"))
-        assert words in (lessonA5.histogram_order(found.sass) or ""), label
+        assert words in (first_kernels_exercises.histogram_order(found.sass) or ""), label
 
 
 def test_histogram_rejects_bad_arguments_naming_them():
@@ -78,17 +81,17 @@ def test_the_shared_histogram_refuses_more_bins_than_shared_memory_holds():
 
 def test_the_divergence_map_check_rejects_a_lane_parity_and_accepts_the_solution():
     from exercises import Mismatch
-    from exercises.solutions import lesson04 as solutions
+    from exercises.solutions import nvrtc as solutions
 
     solution = {}
-    exec(solutions.SOLUTIONS["04.divergence"], solution)
-    threads = lesson04.PROBED_BLOCKS * lesson04.DIVERGENCE_THREADS
-    lesson04.expect_warp_uniform(
+    exec(solutions.SOLUTIONS["nvrtc.divergence"], solution)
+    threads = nvrtc.PROBED_BLOCKS * nvrtc.DIVERGENCE_THREADS
+    nvrtc.expect_warp_uniform(
         [64 * (t // 64) + 2 * (t % 32) + (t // 32) % 2 for t in range(threads)])
     with pytest.raises(Mismatch, match="both even and odd"):
-        lesson04.expect_warp_uniform([t ^ 1 for t in range(threads)])
+        nvrtc.expect_warp_uniform([t ^ 1 for t in range(threads)])
     if not env.unmet("nvrtc"):  # NVRTC evaluates the same map at compile time
-        assert lesson04._element_table(solution["ELEMENT_OF"])[:4] == [0, 2, 4, 6]
+        assert nvrtc._element_table(solution["ELEMENT_OF"])[:4] == [0, 2, 4, 6]
 
 
 def test_fd_output_captures_what_c_code_writes_to_fd_1():

@@ -1,4 +1,4 @@
-"""Lesson 07's Hopper kernels: every step and variant compiles for sm_90a to what the lesson says
+"""Lesson 15's Hopper kernels: every step and variant compiles for sm_90a to what the lesson says
 (the SASS census), refuses what it cannot run with a reason, and on an H100 matches a float64
 reference on awkward shapes; the timeline decodes and draws."""
 
@@ -150,7 +150,7 @@ def test_every_step_and_variant_is_registered_with_its_metadata():
 
 
 @pytest.mark.parametrize(("capability", "words"), [
-    ((8, 9), "see lesson 05"), ((10, 0), "tcgen05"), (None, "needs a CUDA GPU")])
+    ((8, 9), "see lesson 07"), ((10, 0), "tcgen05"), (None, "needs a CUDA GPU")])
 def test_gpus_without_wgmma_get_reasons(capability, words):
     assert words in wgmma.gpu_reason(capability)
     assert wgmma.gpu_reason((9, 0)) is None
@@ -369,12 +369,12 @@ def test_ceiling_and_timeline_measure_on_a_gpu():
 
 
 def test_committed_h100_records_and_timelines_are_what_the_notebook_draws():
-    # notebook 07 shows these on a CPU: they must parse, and hold every step of the staircase
+    # notebook 15 shows these on a CPU: they must parse, and hold every step of the staircase
     environment, records = bench.recorded()
     assert "H100" in environment
     for size in bench.SIZES:
         fig = bench.plot_staircase(records, size, environment=environment)
-        assert len(fig.axes[0].patches) == len(wgmma.STEPS) + 2  # lesson 05, the steps, Triton
+        assert len(fig.axes[0].patches) == len(wgmma.STEPS) + 2  # lesson 07, the steps, Triton
     assert len(bench.verdicts(records)) == 11  # step 4, fp8, then step 5's two
     assert {row["kernel"] for row in bench.power_table(records)} == {"cuBLAS", "step4", "step5"}
     _, timelines = timeline.load(env.RESULTS_DIR / f"{bench.RECORDED}-timeline.json")

@@ -15,10 +15,10 @@ from course_utils import env
 from exercises import isolated, solutions
 
 ANSWERS = solutions.answers()
-# lesson 08's exercises whose answer addresses q, k, v (or the partial results) inside the
+# lesson 09's exercises whose answer addresses q, k, v (or the partial results) inside the
 # course's compiled kernel
-FAULTING = ("08.attend_block", "08.key_range", "08.backward_dkdv", "08.window_range",
-            "08.combine_splits")
+FAULTING = ("attention.attend_block", "attention.key_range", "attention.backward_dkdv",
+            "attention.window_range", "attention.combine_splits")
 
 
 @pytest.fixture
@@ -49,11 +49,11 @@ def test_a_child_only_where_a_kernel_is_compiled_and_not_inside_a_child(monkeypa
 
 
 def test_a_child_passes_the_solution_and_rejects_a_wrong_answer(in_a_child):
-    solution, wrong = ANSWERS["08.key_range"]
-    passed = _check("08.key_range", solution)
+    solution, wrong = ANSWERS["attention.key_range"]
+    passed = _check("attention.key_range", solution)
     assert passed.status == "passed", str(passed)
     label, source = next(iter(wrong.items()))
-    rejected = _check("08.key_range", source)
+    rejected = _check("attention.key_range", source)
     assert rejected.status == "not yet", f"{label}: {rejected}"
     assert any(line.startswith("hint:") for line in rejected.lines)
 
@@ -61,12 +61,12 @@ def test_a_child_passes_the_solution_and_rejects_a_wrong_answer(in_a_child):
 @pytest.mark.skipif(not env.TRITON_INTERPRET, reason="the child compiles here: os.abort() "
                     "is Python the interpreter runs, not Triton (the next test fakes the death)")
 def test_a_child_that_dies_is_a_not_yet_naming_the_crash(in_a_child):
-    solution, _ = ANSWERS["08.key_range"]
+    solution, _ = ANSWERS["attention.key_range"]
     # (what a fault does to the child, as the GPU would end it: the process dies mid-check)
     dying = solution.replace("import triton\n", "import os\nimport triton\n", 1).replace(
         "    whole_blocks =", "    os.abort()\n    whole_blocks =", 1)
     assert dying != solution
-    result = _check("08.key_range", dying)
+    result = _check("attention.key_range", dying)
     assert result.status == "not yet"
     assert "crashed the GPU" in result.lines[0] and "this notebook is unharmed" in result.lines[1]
     assert result.lines[-1].startswith("hint:")
@@ -77,11 +77,11 @@ def test_a_fault_in_the_child_is_reported_from_its_last_words(in_a_child, monkey
     said = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
 
     def died(command, **kwargs):
-        assert command[1:] == ["-m", "exercises.isolated", "08.key_range", "key_range"]
+        assert command[1:] == ["-m", "exercises.isolated", "attention.key_range", "key_range"]
         assert "def key_range(" in kwargs["input"]
         assert kwargs["env"][isolated.CHILD] == "1"
         return subprocess.CompletedProcess(command, 1, stdout="", stderr=f"Traceback\n{said}\n")
 
     monkeypatch.setattr(isolated.subprocess, "run", died)
-    result = _check("08.key_range", ANSWERS["08.key_range"][0])
+    result = _check("attention.key_range", ANSWERS["attention.key_range"][0])
     assert (result.status, result.lines[0]) == ("not yet", f"your code crashed the GPU: {said}")

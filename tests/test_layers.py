@@ -80,9 +80,9 @@ def test_no_notebook_or_recording_uses_the_old_layout():
 def test_the_migration_rewrites_old_imports():
     from course import migrate_imports
 
-    old = ("from course_utils import exercises\nfrom course_utils.exercises import lesson03\n"
+    old = ("from course_utils import exercises\nfrom course_utils.exercises import cuda_gelu\n"
            "python -m course_utils bench\nsee course_utils/exercises/solutions/\n"
            "from course_utils import env\n")
-    assert migrate_imports.rewrite(old) == ("import exercises\nfrom exercises import lesson03\n"
+    assert migrate_imports.rewrite(old) == ("import exercises\nfrom exercises import cuda_gelu\n"
                                             "python -m course bench\nsee exercises/solutions/\n"
                                             "from course_utils import env\n")

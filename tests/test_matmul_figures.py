@@ -1,4 +1,4 @@
-"""Lesson 05's figures (kernels/matmul/figures.py): they draw, their labels do not collide, and
+"""Lesson 07's figures (kernels/matmul/figures.py): they draw, their labels do not collide, and
 the layouts they show (swizzle, fragments, pipeline) have the properties the lesson claims."""
 
 import itertools

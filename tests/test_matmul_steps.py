@@ -1,4 +1,4 @@
-"""Lesson 05's steps to a fast matmul (kernels/matmul/steps/): what each compiles to on any
+"""Lesson 07's steps to a fast matmul (kernels/matmul/steps/): what each compiles to on any
 machine, layout checks, and (on a GPU) values against a float64 reference."""
 
 import pytest

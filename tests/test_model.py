@@ -1,4 +1,4 @@
-"""Lesson 10's model: every provider combination against eager, the refusals, the training
+"""Lesson 12's model: every provider combination against eager, the refusals, the training
 step in each precision, the breakdown of a step and the benchmark's tiny path.
 
 On a CPU the Triton kernels run in the interpreter on the tiny model (fp32: the interpreter

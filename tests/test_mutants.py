@@ -56,7 +56,7 @@ def test_state_space_gives_a_shared_instruction_a_generic_address():
 
 def test_comments_are_not_mutated():
     source = "x = 1  # < 2 and 3\n"
-    assert all("# < 2 and 3" in m.source for m in mutants.generate("02.reverse", source))
+    assert all("# < 2 and 3" in m.source for m in mutants.generate("fusion.reverse", source))
 
 
 @pytest.mark.parametrize("exercise", mutants.KERNEL_EXERCISES)
@@ -75,7 +75,7 @@ def test_equivalent_mutants_exist_and_say_why(exercise):
 
 
 def test_every_mutant_of_the_reverse_puzzle_is_rejected_here():
-    to_run, _ = mutants.all_mutants("02.reverse")
+    to_run, _ = mutants.all_mutants("fusion.reverse")
     outcomes = mutants.run(to_run)
     alive = [f"{o.status}: {o.mutant.key}" for o in outcomes if not o.killed]
     assert len(outcomes) == len(to_run) and not alive, alive

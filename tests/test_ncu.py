@@ -13,7 +13,7 @@ from course_utils import env, ncu
 matplotlib.use("Agg")
 
 DATA = Path(__file__).parent / "data"
-# lesson 05's bf16 kernel, 128 x 256 tiles, 8192^3 (ncu 2025, H100 80GB HBM3, base clock)
+# lesson 07's bf16 kernel, 128 x 256 tiles, 8192^3 (ncu 2025, H100 80GB HBM3, base clock)
 HEALTHY = DATA / "ncu-mma-bf16-128x256-h100.csv"
 # the same kernel with 12 warps at 168 registers: it spills to local memory
 SPILLS = DATA / "ncu-mma-bf16-192x256-spills-h100.csv"
@@ -78,7 +78,7 @@ def test_report_table_compare_and_figure():
 
 
 def test_one_call_with_two_kernels_splits_into_two_reports():
-    # notebooks 03 and 05 profile two kernels in one ncu child (ncu and CUDA start once)
+    # notebooks 05 and 07 profile two kernels in one ncu child (ncu and CUDA start once)
     kernels = ncu.parse_csv(HEALTHY.read_text()) + ncu.parse_csv(SPILLS.read_text())
     both = ncu.Report("both", kernels, "ncu ...", "")
     first, second = both.per_kernel(["128x256", "192x256"])

@@ -1,7 +1,7 @@
 """course_utils.ncu_source reads Nsight Compute's source page: thread-level loads and stores.
 
 The data files are ncu 2025.3's source page (rows of SASS that touch no memory trimmed) for
-03.warp_sum's solution and for the answer whose every lane stores y[row], at 512 x 1024 on an
+cuda_gelu.warp_sum's solution and for the answer whose every lane stores y[row], at 512 x 1024 on an
 H100: the hardware counters of the two are identical (512 store requests, 512 sectors), the
 source page is not.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from course_utils import ncu_source
-from exercises import Mismatch, access_checks, lesson03_kernels
+from exercises import Mismatch, access_checks, cuda_gelu_kernels
 
 DATA = Path(__file__).parent / "data"
 
@@ -36,7 +36,7 @@ def test_each_launch_is_its_own_block_and_a_foreign_page_is_refused():
 
 
 def test_the_warp_sum_check_rejects_a_store_from_every_lane_on_these_counts():
-    (rows, cols), = lesson03_kernels.WARP_SUM_PROFILED
+    (rows, cols), = cuda_gelu_kernels.WARP_SUM_PROFILED
     sectors = {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": rows * cols * 4 / 32}
     for name, passes in (("ncu-source-warp-sum-h100.csv", True),
                          ("ncu-source-warp-sum-every-lane-h100.csv", False)):
@@ -44,7 +44,7 @@ def test_the_warp_sum_check_rejects_a_store_from_every_lane_on_these_counts():
         launch = {**sectors, **{m: counted[m.removeprefix("threads: ")]
                                 for m in access_checks.THREAD_METRICS}}
         if passes:
-            assert "512 stores" in lesson03_kernels._warp_sum_access([launch])[0]
+            assert "512 stores" in cuda_gelu_kernels._warp_sum_access([launch])[0]
         else:
             with pytest.raises(Mismatch, match="16384 global stores for 512 rows"):
-                lesson03_kernels._warp_sum_access([launch])
+                cuda_gelu_kernels._warp_sum_access([launch])

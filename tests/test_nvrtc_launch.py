@@ -1,6 +1,6 @@
 """The launch path of course_utils.nvrtc, without a GPU: the driver call is replaced by a
 recorder, so what is checked is the Python side of a launch (what is read once, what each
-launch does, what it hands the driver). Times are never asserted: lesson 09's overhead
+launch does, what it hands the driver). Times are never asserted: lesson 11's overhead
 benchmark measures them on a GPU."""
 
 import ctypes
@@ -168,7 +168,7 @@ def test_a_loaded_kernel_parses_its_parameters_once_and_launches_many_times(fake
 
 
 def test_a_cluster_launch_declares_its_cluster_at_launch(fake_gpu):
-    # lesson 07's step 5: blocks in pairs, through cuLaunchKernelEx's cluster attribute; every
+    # lesson 15's step 5: blocks in pairs, through cuLaunchKernelEx's cluster attribute; every
     # other launch stays on plain cuLaunchKernel
     kernel, driver, _ = fake_gpu
     x, desc = torch.ones(4), Desc()

@@ -1,7 +1,7 @@
-"""Exercise 12.pingpong's machinery, on any machine: the splice into attention.cuh reproduces the
-shipped kernel, a consistent relabelling of the barriers passes, the protocol rules name each
-broken protocol, and the order check reads the H100's recorded timeline as it must (step 4's
-turns alternate, step 3's do not: no turns is what empty functions give)."""
+"""Exercise hopper_attention.pingpong's machinery, on any machine: the splice into attention.cuh
+reproduces the shipped kernel, a consistent relabelling of the barriers passes, the protocol rules
+name each broken protocol, and the order check reads the H100's recorded timeline as it must
+(step 4's turns alternate, step 3's do not: no turns is what empty functions give)."""
 
 import dataclasses
 
@@ -10,8 +10,8 @@ import torch
 
 import exercises
 from course_utils import env
-from exercises import lesson12, lesson12_gpu
-from exercises.solutions.lesson12 import PASS_ID, SOLUTIONS, WAIT_ID
+from exercises import hopper_attention, hopper_attention_gpu
+from exercises.solutions.hopper_attention import PASS_ID, SOLUTIONS, WAIT_ID
 from kernels.attention.hopper import fwd
 
 needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
@@ -20,14 +20,14 @@ needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
 def _shipped_turns() -> str:
     """The lines attention.cuh holds between its turns markers: the course's own answer."""
     lines = fwd.PRIMITIVES.read_text().splitlines()
-    begin = next(i for i, ln in enumerate(lines) if ln.startswith(lesson12.BEGIN))
-    end = next(i for i, ln in enumerate(lines) if ln.startswith(lesson12.END))
+    begin = next(i for i, ln in enumerate(lines) if ln.startswith(hopper_attention.BEGIN))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith(hopper_attention.END))
     return "\n".join(lines[begin + 1:end])
 
 
 def test_the_markers_enclose_exactly_the_two_functions():
     text = fwd.PRIMITIVES.read_text()
-    assert text.count(lesson12.BEGIN) == 1 and text.count(lesson12.END) == 1
+    assert text.count(hopper_attention.BEGIN) == 1 and text.count(hopper_attention.END) == 1
     turns = _shipped_turns()
     assert "void turn_wait(int consumer)" in turns and "void turn_pass(int consumer)" in turns
     assert "PINGPONG_FIRST_ID =" not in turns  # the constant stays given, above the markers
@@ -42,17 +42,18 @@ def test_splicing_the_shipped_functions_gives_the_shipped_kernel():
     if sass.unavailable_reason():
         pytest.skip(sass.unavailable_reason())
     for d in (64, 128):
-        template = fwd.STEPS[lesson12.STEP].template(d)
-        spliced = lesson12._compile(lesson12.program(_shipped_turns()), template)
-        shipped = fwd.compile_step(lesson12.STEP, torch.bfloat16, d, verbose=False)
+        template = fwd.STEPS[hopper_attention.STEP].template(d)
+        spliced = hopper_attention._compile(hopper_attention.program(_shipped_turns()), template)
+        shipped = fwd.compile_step(hopper_attention.STEP, torch.bfloat16, d, verbose=False)
         assert sass.disassemble(spliced) == sass.disassemble(shipped), d
 
 
 @needs_nvrtc
 def test_a_compile_error_points_into_your_code():
-    broken = SOLUTIONS["12.pingpong"].replace('"memory");\n}\n\n//', '"memory")\n}\n\n//')
+    broken = SOLUTIONS["hopper_attention.pingpong"].replace('"memory");\n}\n\n//',
+                                                            '"memory")\n}\n\n//')
     names = exercises.load_cell(broken, "broken_12")
-    result = exercises.run_check("12.pingpong", names["TURNS"])
+    result = exercises.run_check("hopper_attention.pingpong", names["TURNS"])
     assert result.status == "not yet" and "your code(" in str(result), str(result)
 
 
@@ -60,10 +61,10 @@ def test_a_compile_error_points_into_your_code():
 def test_a_consistent_relabelling_passes():
     """Waiting on PINGPONG_FIRST_ID + 1 - c and passing on PINGPONG_FIRST_ID + c alternates the
     turns just as well (consumer 1's first pass lands where consumer 0 waits): not a mistake."""
-    swapped = (SOLUTIONS["12.pingpong"].replace(WAIT_ID, "@WAIT@").replace(PASS_ID, WAIT_ID)
-               .replace("@WAIT@", PASS_ID))
+    swapped = (SOLUTIONS["hopper_attention.pingpong"].replace(WAIT_ID, "@WAIT@")
+               .replace(PASS_ID, WAIT_ID).replace("@WAIT@", PASS_ID))
     names = exercises.load_cell(swapped, "relabelled_12")
-    result = exercises.run_check("12.pingpong", names["TURNS"])
+    result = exercises.run_check("hopper_attention.pingpong", names["TURNS"])
     assert result.status in ("passed", "cannot check here"), str(result)
 
 
@@ -83,8 +84,8 @@ SOLUTION_OPS = {("turn_wait", 0): [("SYNC", 1, 256)], ("turn_wait", 1): [("SYNC"
     ({("turn_pass", 1): [("ARV", 3, 256)]}, "never released"),
 ])
 def test_the_protocol_rules_name_each_broken_protocol(change, says):
-    assert lesson12.protocol_error(SOLUTION_OPS) is None
-    message, hint = lesson12.protocol_error({**SOLUTION_OPS, **change})
+    assert hopper_attention.protocol_error(SOLUTION_OPS) is None
+    message, hint = hopper_attention.protocol_error({**SOLUTION_OPS, **change})
     assert says in message and hint
 
 
@@ -92,8 +93,8 @@ def test_barriers_reads_ids_counts_and_registers():
     sass = ("/*0010*/ BAR.SYNC.DEFER_BLOCKING 0x1, 0x100 ;\n/*0020*/ @!P0 BAR.ARV R5, 0x100 ;\n"
             "/*0030*/ BAR.SYNC.DEFER_BLOCKING 0x0 ;\n/*0040*/ BAR.RED.POPC.DEFER_BLOCKING 0x2, "
             "0x100, PT ;")
-    assert lesson12.barriers(sass) == [("SYNC", 1, 256), ("ARV", None, 256), ("SYNC", 0, None),
-                                       ("RED", 2, 256)]
+    assert hopper_attention.barriers(sass) == [("SYNC", 1, 256), ("ARV", None, 256),
+                                               ("SYNC", 0, None), ("RED", 2, 256)]
 
 
 def _recorded() -> dict:
@@ -109,9 +110,9 @@ def test_the_recorded_step_4_alternates_its_turns_and_step_3_does_not():
     """On the H100's recording (docs/results): the reference turns pass the order check, and
     step 3, the same loop with no turns (what empty functions give), fails it."""
     recorded = _recorded()
-    assert lesson12_gpu.turn_order_error(recorded["step4"]) is None
-    assert "did not wait" in lesson12_gpu.turn_order_error(recorded["step3"])
-    assert len(lesson12_gpu.turn_times(recorded["step4"], 0, "consumer 1")) > 10
+    assert hopper_attention_gpu.turn_order_error(recorded["step4"]) is None
+    assert "did not wait" in hopper_attention_gpu.turn_order_error(recorded["step3"])
+    assert len(hopper_attention_gpu.turn_times(recorded["step4"], 0, "consumer 1")) > 10
 
 
 def test_the_order_check_names_the_block_where_consumer_1_goes_first():
@@ -119,5 +120,5 @@ def test_the_order_check_names_the_block_where_consumer_1_goes_first():
     other = {"consumer 0": "consumer 1", "consumer 1": "consumer 0"}
     swapped = [dataclasses.replace(e, role=other.get(e.role, e.role)) if e.block == 1 else e
                for e in events]
-    assert "block 1, turn 0" in lesson12_gpu.turn_order_error(swapped)
-    assert "recorded no events" in lesson12_gpu.turn_order_error([])
+    assert "block 1, turn 0" in hopper_attention_gpu.turn_order_error(swapped)
+    assert "recorded no events" in hopper_attention_gpu.turn_order_error([])

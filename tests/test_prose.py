@@ -1,9 +1,9 @@
 """Prose that stays true as the course changes (issue 31):
 
-* every "lesson NN", "notebook NN", "appendix A1", "section N" and "step N" in the notebooks'
-  markdown, in docs/teaching.md and in README.md names a notebook, a numbered section and a step
-  that exist (a section of the lesson the sentence is about; a step of 05's, 07's or 12's
-  staircase);
+* every "lesson NN", "notebook NN", "section N" and "step N" in the notebooks' markdown, in
+  docs/teaching.md and in README.md names a notebook, a numbered section and a step that exist
+  (a section of the lesson the sentence is about; a step of the tensor-core matmul's, the Hopper
+  matmul's or the Hopper attention's staircase);
 * docs/teaching.md has a "### NN" section for every notebook that names each of its current
   "## N · Title" sections;
 * a time plan fits what it plans: prose words, code cells and the kernel lines a staircase shows,
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from course_utils import syllabus
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "notebooks"
 EVERY = sorted(FOLDER.glob("*.ipynb"))
-KEYS = {p.name[:2]: p for p in EVERY}  # "01" .. "09", "A1"
+KEYS = {p.name[:2]: p for p in EVERY}  # "01" .. "18": the syllabus's numbers
 TEACHING = ROOT / "docs" / "teaching.md"
 README = ROOT / "README.md"
 BEING_REWRITTEN: dict[str, str] = {}  # lesson -> why its prose is not held to the tests yet
@@ -81,26 +83,29 @@ def title(key: str) -> str:
 
 @cache
 def staircases() -> dict[str, set[int]]:
-    """The step numbers that exist, per lesson: 05's steps (and step 13, the full kernel its
-    staircase ends with), 07's `wgmma.cu` steps, 12's Hopper forward steps."""
+    """The step numbers that exist, per lesson number: the tensor-core matmul's steps (and step
+    13, the full kernel its staircase ends with), the Hopper matmul's `wgmma.cu` steps, the
+    Hopper attention's forward steps."""
     from kernels.attention.hopper import fwd
     from kernels.matmul import bench_steps, steps
     from kernels.matmul.hopper import wgmma
 
     five = {int(v.split("_")[0]) for v in steps.STEPS} | {
         int(bench_steps.FULL_KERNEL.split("_")[0])}
-    return {"05": five, "07": set(wgmma.STEPS), "12": set(fwd.STEPS)}
+    label = {slug: lesson.label for slug, lesson in syllabus.BY_SLUG.items()}
+    return {label["mma_matmul"]: five, label["hopper_matmul"]: set(wgmma.STEPS),
+            label["hopper_attention"]: set(fwd.STEPS)}
 
 
 # -- references -----------------------------------------------------------------------------------
 
-NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 11" is caught, not skipped
+NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 18" is caught, not skipped
 # one number, a range (1–3, 1-3, 4 to 8) or a list that ends in "and"/"or" (2, 3 and 4)
 NUMS = (r"\d+(?:\s*(?:–|-|to)\s*\d+\b|(?:,\s\d+)*,?\s(?:and|or)\s\d+\b(?![.,]\d))?"
         r"(?![\w.]\d|[a-z]|-[a-z])")  # not "5b" (a section of hopper.cuh), not "8-row"
 LESSON_REF = re.compile(rf"\b(?:[Ll]essons?|[Nn]otebooks?|[Aa]ppendix)\s+({NN}(?:\s*(?:–|-|to|"
                         rf"and|,)\s*{NN})*)\b")
-# "lesson 06, section 3", "lesson 06's section 3", "Step 12 of lesson 05", "lesson 05's step 3"
+# "lesson 08, section 3", "lesson 08's section 3", "Step 12 of lesson 07", "lesson 07's step 3"
 QUALIFIED = re.compile(rf"\b(?:[Ll]esson|[Aa]ppendix) ({NN})(?:'s|,)?\s+(sections?|steps?)\s+"
                        rf"({NUMS})|\b([Ss]ections?|[Ss]teps?)\s+({NUMS})\s+of\s+"
                        rf"(?:lesson|notebook|appendix)\s+({NN})")
@@ -253,9 +258,9 @@ def plan(key: str) -> list[Row]:
 
 @cache
 def step_lines() -> dict[str, int]:
-    """Lines a student reads for each of 05's steps: the whole file where a cell shows it, the
-    diff from the step before where a cell shows what changed (both computed by the course's own
-    `steps` and `diffs`, as the notebook shows them)."""
+    """Lines a student reads for each of the tensor-core matmul's steps: the whole file where a
+    cell shows it, the diff from the step before where a cell shows what changed (both computed
+    by the course's own `steps` and `diffs`, as the notebook shows them)."""
     from kernels.matmul import steps
 
     found = {}
@@ -270,8 +275,8 @@ def step_lines() -> dict[str, int]:
 
 
 def kernel_lines(cell: Cell) -> int:
-    """Kernel lines one code cell of 05 shows: `show(steps.STEPS[v].source)` is a whole file,
-    `steps.what_changed(v)` a diff."""
+    """Kernel lines one code cell of the tensor-core matmul shows:
+    `show(steps.STEPS[v].source)` is a whole file, `steps.what_changed(v)` a diff."""
     if cell.kind != "code":
         return 0
     total = 0
@@ -345,13 +350,15 @@ def loads(key: str) -> list[Load]:
             target.words += len(re.findall(r"\S+", COMMENT.sub(" ", cell.source)))
         else:
             target.code += 1
-            target.kernel += kernel_lines(cell) if key == "05" else 0
+            target.kernel += kernel_lines(cell) if key == MMA_MATMUL else 0
     return groups
 
 
 # -- the tests ------------------------------------------------------------------------------------
 
-LESSONS = [k for k in KEYS if k != "A1"]
+MMA_MATMUL = syllabus.BY_SLUG["mma_matmul"].label  # the lesson whose plan counts kernel lines
+# every notebook but the reference (looked up, not taught: it has no time plan to hold)
+LESSONS = [k for k in KEYS if syllabus.lesson(KEYS[k].stem).kind != "reference"]
 
 
 def _xfail_if_rewritten(key: str):
@@ -361,17 +368,17 @@ def _xfail_if_rewritten(key: str):
 
 
 def test_the_reference_checker_finds_broken_references():
-    assert problems_in("As lesson 06, section 3 shows; see lessons 05–07 and appendix A1.",
-                       "t", "01") == []
-    broken = problems_in("See lesson 19, lesson 06's section 9, section 12 of lesson 05, "
-                         "steps 4 to 7, and step 6 of lesson 07.", "t", "07")
+    mma, variants, hopper, ref = (syllabus.BY_SLUG[s].label for s in (
+        "mma_matmul", "mma_variants", "hopper_matmul", "nvrtc_reference"))
+    assert problems_in(f"As lesson {variants}, section 3 shows; see lessons {mma}, {variants} "
+                       f"and {hopper} and lesson {ref}.", "t", "01") == []
+    broken = problems_in(f"See lesson 19, lesson {variants}'s section 9, section 12 of lesson "
+                         f"{mma}, steps 4 to 7, and step 6 of lesson {hopper}.", "t", hopper)
     assert len(broken) == 5, broken
-    assert problems_in("section 5b of hopper.cuh, which steps 8-row atoms", "t", "07") == []
-    assert problems_in("Before the split of issue 24 these were sections 6–8 of lesson 04.",
-                       "t", "A1") == []
-    assert problems_in("a primer is section 4 of appendix A1; appendix A1's section 2", "t",
-                       "05") == []
-    assert len(problems_in("section 9 of appendix A1", "t", "05")) == 1
+    assert problems_in("section 5b of hopper.cuh, which steps 8-row atoms", "t", hopper) == []
+    assert problems_in(f"a primer is section 4 of lesson {ref}; lesson {ref}'s section 2", "t",
+                       mma) == []
+    assert len(problems_in(f"section 9 of lesson {ref}", "t", mma)) == 1
     assert problems_in("**Section 19.** Step 13.", "t", None) == ["t, line 1: 'Section 19': no "
                                                                   "notebook has section [19]"]
     assert expand("2, 3 and 5") == [2, 3, 5] and expand("4 to 6") == [4, 5, 6]
@@ -386,7 +393,7 @@ def test_every_lesson_section_and_step_reference_exists():
 
 def test_exercise_statements_reference_what_exists():
     broken = every_reference_problem(exercises=True)
-    assert not broken, "exercise statements (exercises/lessonNN*.py) with broken references:\n" \
+    assert not broken, "exercise statements (exercises/<slug>*.py) with broken references:\n" \
         + "\n".join(broken)
 
 

@@ -1,28 +1,28 @@
-"""Exercise 13.quantize in Triton's interpreter: the solution passes, and each hand-written wrong
-answer gets "not yet" with the hint that names its mistake."""
+"""Exercise hopper_backward.quantize in Triton's interpreter: the solution passes, and each
+hand-written wrong answer gets "not yet" with the hint that names its mistake."""
 
 import pytest
 
 import exercises
 from course_utils import env
-from exercises import lesson13
-from exercises.solutions.lesson13 import SOLUTIONS, WRONG
+from exercises import hopper_backward
+from exercises.solutions.hopper_backward import SOLUTIONS, WRONG
 
 pytestmark = pytest.mark.skipif(not env.TRITON_INTERPRET,
                                 reason="the check in Triton's interpreter (TRITON_INTERPRET=1)")
 
-ID = "13.quantize"
+ID = "hopper_backward.quantize"
 HINTS = {
-    "one scale for the whole head": lesson13.WHOLE,
-    "a scale per head-dim column": lesson13.PER_COLUMN,
-    "the padding loaded as 1.0": lesson13.PADDING,
-    "no floor (an all-zero block divides by 0)": lesson13.FLOOR,
-    "240 (e4m3fnuz's largest) for 448": lesson13.FORMAT_MAX,
-    "127 (int8's largest) for 448": lesson13.FORMAT_MAX,
-    "a scale per row, not per block": lesson13.PER_ROW,
-    "x8 stored with x's strides": lesson13.STRIDES,
-    "x8 assumed contiguous": lesson13.STRIDES,
-    "x times the scale": lesson13.DIVIDE,
+    "one scale for the whole head": hopper_backward.WHOLE,
+    "a scale per head-dim column": hopper_backward.PER_COLUMN,
+    "the padding loaded as 1.0": hopper_backward.PADDING,
+    "no floor (an all-zero block divides by 0)": hopper_backward.FLOOR,
+    "240 (e4m3fnuz's largest) for 448": hopper_backward.FORMAT_MAX,
+    "127 (int8's largest) for 448": hopper_backward.FORMAT_MAX,
+    "a scale per row, not per block": hopper_backward.PER_ROW,
+    "x8 stored with x's strides": hopper_backward.STRIDES,
+    "x8 assumed contiguous": hopper_backward.STRIDES,
+    "x times the scale": hopper_backward.DIVIDE,
 }
 
 
@@ -34,7 +34,7 @@ def _check(source: str):
 def test_the_solution_passes_bit_for_bit_in_the_interpreter():
     result = _check(SOLUTIONS[ID])
     assert result.status == "passed", str(result)
-    total = sum(x.numel() for _, x, _ in lesson13._cases("cpu"))
+    total = sum(x.numel() for _, x, _ in hopper_backward._cases("cpu"))
     assert f"{total} of {total} values equal to the reference bit for bit" in str(result)
 
 
@@ -54,7 +54,7 @@ def test_a_masked_load_without_other_is_named_as_padding():
     source = SOLUTIONS[ID].replace("mask=ok,\n                other=0.0)", "mask=ok)")
     assert source != SOLUTIONS[ID]
     result = _check(source)
-    assert result.status == "not yet" and lesson13.PADDING in str(result), str(result)
+    assert result.status == "not yet" and hopper_backward.PADDING in str(result), str(result)
 
 
 def test_the_clamp_is_a_guard_the_values_never_need():

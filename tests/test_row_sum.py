@@ -8,7 +8,7 @@ import torch
 
 import kernels
 from course_utils import env
-from exercises import kernel_checks, lesson03_kernels, spec_checks
+from exercises import cuda_gelu_kernels, kernel_checks, spec_checks
 from kernels.row_sum import bench
 from kernels.row_sum import nvrtc as row_sum_nvrtc
 
@@ -58,21 +58,21 @@ def test_the_benchmark_gives_every_kernel_a_number_or_a_reason():
 
 
 def test_a_cpu_check_shows_the_recorded_gpu_result(tmp_path, monkeypatch):
-    record = {"exercises": {"03.warp_sum": {
+    record = {"exercises": {"cuda_gelu.warp_sum": {
         "status": "passed", "lines": ["matches the reference on 1x1, 3x31", "speed: 2,900 GB/s"],
         "environment": {"device": "Some GPU", "torch": "2.11", "date": "today", "git": "abc"}}}}
     path = tmp_path / "exercises-gpu.json"
     path.write_text(json.dumps(record))
     monkeypatch.setattr(kernel_checks, "RECORDED", path)
-    lines = kernel_checks.recorded_lines("03.warp_sum")
+    lines = kernel_checks.recorded_lines("cuda_gelu.warp_sum")
     assert "Some GPU" in lines[0] and "passed" in lines[0] and "  speed: 2,900 GB/s" in lines
-    assert "no GPU run" in kernel_checks.recorded_lines("03.transpose")[0]
+    assert "no GPU run" in kernel_checks.recorded_lines("cuda_gelu.transpose")[0]
 
 
 def test_the_cuda_exercise_child_names_the_case_it_died_on():
     if env.HAS_CUDA:
         pytest.skip("on a GPU the solution tests run the child for real")
-    result = kernel_checks.run_child("03.warp_sum",
+    result = kernel_checks.run_child("cuda_gelu.warp_sum",
                                      "extern \"C\" __global__ void warp_row_sum() {}")
     assert result["case"] == "loading the kernel" and "NoGPUError" in result["crash"], result
 
@@ -96,7 +96,7 @@ def test_long_and_many_rows_on_the_gpu(variant):
 
 def test_the_gpu_cases_catch_a_write_past_the_end_and_a_wrong_value():
     # the child's loop, on the CPU with Python stand-ins for the launched kernel
-    spec = lesson03_kernels.SPECS["03.warp_sum"]
+    spec = cuda_gelu_kernels.SPECS["cuda_gelu.warp_sum"]
 
     def right(x, y, rows, cols, grid, block):
         y[:] = x.sum(-1)

@@ -132,7 +132,7 @@ def test_a_cold_build_cell_is_reported_apart_and_the_lecture_verdict_printed(tmp
 
 def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said(tmp_path,
                                                                                monkeypatch):
-    # what nbclient raised on an H100 for notebook 05: a bare AssertionError, no cell error
+    # what nbclient raised on an H100 for notebook 07: a bare AssertionError, no cell error
     from nbclient import NotebookClient
 
     def broken(self, stderr=None, **_):
@@ -150,13 +150,13 @@ def test_an_error_outside_the_cells_says_which_cell_ran_and_what_the_kernel_said
 
 
 def test_the_course_cells_that_rebuild_on_purpose_carry_the_tag():
-    # lesson 04's compile-time table builds load_inline in a fresh folder every run
+    # lesson 06's compile-time table builds load_inline in a fresh folder every run
     tagged = {}
     for path in run_notebooks.find_notebooks([]):
         for cell in nbformat.read(str(path), as_version=4).cells:
             if cell.cell_type == "code" and "compile_times(" in cell.source:
                 tagged[path.name] = run_notebooks.COLD_BUILD_TAG in cell.metadata.get("tags", [])
-    assert tagged == {"04_nvrtc.ipynb": True}
+    assert tagged == {"06_nvrtc.ipynb": True}
 
 
 def test_the_suite_runs_without_xdist():

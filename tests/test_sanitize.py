@@ -15,7 +15,7 @@ def test_every_nvcc_or_nvrtc_kernel_is_taken_and_no_other():
     taken = {k.name for k in sanitize.cuda_kernels()}
     for kernel in kernels.all_kernels():
         assert (kernel.name in taken) == bool({"nvcc", "nvrtc"} & set(kernel.needs)), kernel.name
-    for op in ("add", "gelu", "matmul"):  # lessons 03-06 each have CUDA kernels
+    for op in ("add", "gelu", "matmul"):  # lessons 05–08 each have CUDA kernels
         assert any(name.startswith(op + "/") for name in taken), op
 
 

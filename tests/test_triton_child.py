@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from exercises import triton_child
-from exercises.solutions import lesson05 as solutions
+from exercises.solutions import mma_matmul as solutions
 
 
 def _answer():
-    module = triton_child.imported(solutions.SOLUTIONS["05.triton_dot"])  # as from a notebook
+    # as from a notebook
+    module = triton_child.imported(solutions.SOLUTIONS["mma_matmul.triton_dot"])
     return module.matmul_kernel, module.matmul
 
 
@@ -67,9 +68,9 @@ def test_sanitized_sends_the_gathered_answer_to_the_child_and_names_the_cases(mo
 
     monkeypatch.setattr(kernel_checks, "sanitize", sanitize)
     kernel, matmul = _answer()
-    lines = triton_child.sanitized("05.triton_dot", matmul, kernel, cases="5x7x3",
+    lines = triton_child.sanitized("mma_matmul.triton_dot", matmul, kernel, cases="5x7x3",
                                    prefix="PUZZLE = 'x'\n")
-    assert sent["id"] == "05.triton_dot" and sent["tools"] == ("memcheck",)
+    assert sent["id"] == "mma_matmul.triton_dot" and sent["tools"] == ("memcheck",)
     assert sent["source"].startswith("PUZZLE = 'x'\nimport torch") and \
         "def matmul_kernel(" in sent["source"]
     assert lines == ["compute-sanitizer --tool memcheck: ERROR SUMMARY: 0 errors (the compiled "

@@ -1,4 +1,4 @@
-"""kernels/matmul/triton_dot.py: lesson 05's Triton ``tl.dot`` matmul. It registers with its
+"""kernels/matmul/triton_dot.py: lesson 07's Triton ``tl.dot`` matmul. It registers with its
 metadata, refuses in plain words what it cannot run here (bf16 under the interpreter), and
 matches a float64 reference on awkward shapes and strides: on a CPU through Triton's
 interpreter (fp16, fp32), on a GPU autotuned in every dtype."""

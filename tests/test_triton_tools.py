@@ -1,4 +1,4 @@
-"""Appendix A4's helpers: the tiled copy three ways (kernels/tiles), the autotuned softmax
+"""Lesson 13's helpers: the tiled copy three ways (kernels/tiles), the autotuned softmax
 (kernels/softmax/autotuned.py) and the reader of torch.compile's code
 (course_utils/inductor_code.py)."""
 

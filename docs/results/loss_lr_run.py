@@ -1,4 +1,4 @@
-"""Probe (not course material): lesson 10's loss after 200 steps, eager / fp32 / all-course, at
+"""Probe (not course material): lesson 12's loss after 200 steps, eager / fp32 / all-course, at
 GPT-2 small's learning rate and a larger one: is the 200th step mid-descent (where rounding moves
 the loss by more than 1%) or on the chain's floor?"""
 import math

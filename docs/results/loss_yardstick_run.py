@@ -1,4 +1,4 @@
-"""Lesson 10's loss yardstick, measured once on an H100 (its output, with the environment:
+"""Lesson 12's loss yardstick, measured once on an H100 (its output, with the environment:
 nvidia-h100-80gb-hbm3-loss-yardstick-8a27582.log; this is the script that ran, reformatted).
 
 Why does the course's bf16 model end its 200 steps lower than eager's bf16 model? Three

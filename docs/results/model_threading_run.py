@@ -1,4 +1,4 @@
-"""Probe (not course material): lesson 10's training step at S = 1024 with and
+"""Probe (not course material): lesson 12's training step at S = 1024 with and
 without autograd's device thread (torch.autograd.set_multithreading_enabled(False)).
 
     python3 docs/results/model_threading_run.py

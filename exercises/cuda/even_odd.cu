@@ -1,4 +1,4 @@
-// The kernel of exercise 04.divergence: y[i] = even_steps(x[i]) for even i and odd_steps(x[i])
+// The kernel of exercise nvrtc.divergence: y[i] = even_steps(x[i]) for even i and odd_steps(x[i])
 // for odd i, the same work on each side (ITERS steps of __sinf, or of __cosf). Thread t, with
 // t = blockIdx.x * 256 + threadIdx.x, handles element element_of(t): your function, which
 // replaces the "your code" line. It is launched with 256 threads a block and ceil(n / 256)

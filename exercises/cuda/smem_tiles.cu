@@ -1,4 +1,4 @@
-// Exercise 05.smem: C = A @ B with tiles of A and B staged in shared memory, one output element
+// Exercise mma_matmul.smem: C = A @ B with tiles of A and B staged in shared memory, one output element
 // per thread (step 4's idea, before steps 6-8 add register blocking).
 //
 // A block of TILE x TILE threads computes a TILE x TILE tile of C. Thread (ty, tx) owns
@@ -7,7 +7,7 @@
 // shared memory (each element read from global memory once per block, not once per thread),
 // waits, and every thread then reads its row of A and its column of B from shared memory.
 //
-// Operands as in lesson 05: A [M, K] row-major, A(m, k) = a[m * K + k]; B [K, N] column-major,
+// Operands as in lesson 07: A [M, K] row-major, A(m, k) = a[m * K + k]; B [K, N] column-major,
 // B(k, n) = b[n * K + k] (b.t() is contiguous); C [M, N] row-major, fp32 throughout.
 constexpr int TILE = 16;  // example value: the generated header sets it
 // ==== kernel: everything above this line is replaced by the generated header ====

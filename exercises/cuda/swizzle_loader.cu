@@ -1,4 +1,4 @@
-// Exercise 05.swizzle_cuda: the tile loader of lesson 05's steps 9-10, with step 11's swizzle
+// Exercise mma_matmul.swizzle_cuda: the tile loader of lesson 07's steps 9-10, with step 11's swizzle
 // to add.
 //
 // 128 threads (4 warps) copy a 64-row tile of A (64 bytes a row: 32 bf16 of K) from global into

@@ -1,13 +1,13 @@
 """Solutions and known-wrong answers of the exercises, as cell source text.
 
-``lessonNN.SOLUTIONS[id]`` is a correct answer and ``lessonNN.WRONG[id]`` a typical mistake, or
+``<slug>.SOLUTIONS[id]`` is a correct answer and ``<slug>.WRONG[id]`` a typical mistake, or
 several: ``{"what it gets wrong": source, ...}`` (an off-by-one edge, an out-of-bounds write, a
 missing ``__syncthreads``, plain PyTorch where a kernel is asked for, a constant...); all define
 the names the stub defines. ``tests/test_exercises.py`` checks that every solution passes and
 that every wrong answer fails with a teaching message, each in its own test. Try the exercise
 before reading these.
 
-``lessonNN.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
+``<slug>.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
 (:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``: the mutation
 harness skips them, and the reason is there for a reader to dispute.
 """

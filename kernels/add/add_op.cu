@@ -2,7 +2,7 @@
 //
 // add_op.cpp, compiled by the host compiler, declares the PyTorch operator, checks its inputs
 // and calls launch_add. Keeping every TORCH_CHECK (every C++ exception) in the host compiler's
-// file and out of nvcc's is the usual split for extensions (notebook 03's GeLU does the same).
+// file and out of nvcc's is the usual split for extensions (notebook 05's GeLU does the same).
 // Compiling either file means compiling PyTorch's headers: that is where load_inline's tens of
 // seconds go.
 #include <ATen/ATen.h>

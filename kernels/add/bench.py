@@ -1,4 +1,4 @@
-"""Lesson 04: how long each way of compiling the add kernel takes, cold and warm.
+"""Lesson 06: how long each way of compiling the add kernel takes, cold and warm.
 
 Every number is measured in this run, on this machine (a CPU-only machine can time them all:
 nvcc and NVRTC compile without a GPU):
@@ -26,7 +26,7 @@ import torch
 
 from course_utils import env, nvrtc, plots, results, timing
 
-LESSON = "04_nvrtc"
+LESSON = "nvrtc"
 SOURCE = env.ROOT / "kernels" / "add" / "add.cu"
 ARCH_NO_GPU = "sm_90"  # what to compile for when there is no GPU to ask
 

@@ -1,4 +1,4 @@
-"""Lesson 08's measurements: every attention provider against SDPA's three backends, in one run.
+"""Lesson 09's measurements: every attention provider against SDPA's three backends, in one run.
 
 * time: forward, and forward + backward where a kernel's ``meta`` names a ``backward``, at
   D = 128 and S = 4096, 8192, 16384 (B·S = 16384 tokens, H = 16), causal and not, and D = 64
@@ -11,7 +11,7 @@
 * memory: the peak allocated during a forward, above the inputs, at S = 1024 ... 8192: the naive
   provider's grows with S², a fused one's with S.
 
-``make bench`` calls :func:`run` and ``make prepare`` :func:`prepare`; notebook 08 calls
+``make bench`` calls :func:`run` and ``make prepare`` :func:`prepare`; notebook 09 calls
 :func:`measure`, :func:`peak_memory` and the plots, and reads the records a GPU wrote
 (:func:`recorded`).
 """
@@ -25,7 +25,7 @@ import torch
 from course_utils import env, results, timing
 from kernels.attention.hopper import targets as hopper_targets
 
-LESSON = "08_attention"
+LESSON = "attention"
 PEER = "sdpa_flash"
 PEER_WHAT = "SDPA flash backend (FlashAttention-2), same run"
 # (B, H, S, D): 16384 tokens a batch at D=128; the D=64 shape of the course's SDPA table
@@ -164,7 +164,7 @@ def memory_records(found: dict[str, dict[int, float]], d: int = 128) -> list[res
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:
     if not env.HAS_CUDA:
-        print("lesson 08 benchmark skipped: no CUDA GPU")
+        print("lesson 09 benchmark skipped: no CUDA GPU")
         return []
     ceiling = matmul_ceiling()
     print(f"  cuBLAS bf16 8192^3: {ceiling:.0f} TFLOP/s")
@@ -243,7 +243,7 @@ def verdicts(records: list[results.Record]) -> list[str]:
 
 
 def prepare() -> str:
-    """``make prepare``: compile what notebook 08's cells compile (Triton caches a kernel per
+    """``make prepare``: compile what notebook 09's cells compile (Triton caches a kernel per
     set of constants, so small problems with the notebook's head dims, dtypes, causal flags and
     row lengths fill the cache its lecture hits)."""
     import kernels
@@ -276,20 +276,20 @@ def prepare() -> str:
     for causal in (False, True):
         triton_fwd.block_map(500, 500, causal, 64, 64)
     torch.cuda.synchronize()
-    return f"{calls + 3} attention calls (lesson 08's Triton kernels compiled)"
+    return f"{calls + 3} attention calls (lesson 09's Triton kernels compiled)"
 
 
 # -- the records a GPU wrote, and the figures ----------------------------------------------------
 
 
 def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
-    """(environment line, lesson 08's records) from ``docs/results/<slug>.json``; FileNotFoundError
+    """(environment line, lesson 09's records) from ``docs/results/<slug>.json``; FileNotFoundError
     when that GPU has not run ``make bench`` for this lesson yet."""
     path = env.RESULTS_DIR / f"{slug}.json"
     data = json.loads(path.read_text()) if path.exists() else {"records": []}
     found = [results.Record(**r) for r in data["records"] if r["lesson"] == LESSON]
     if not found:
-        raise FileNotFoundError(f"no lesson 08 records for {slug} in {env.RESULTS_DIR}: "
+        raise FileNotFoundError(f"no lesson 09 records for {slug} in {env.RESULTS_DIR}: "
                                 "`make bench` on that GPU writes them")
     environment = data.get("environments", {}).get(LESSON, data["environment"])
     line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))

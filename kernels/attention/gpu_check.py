@@ -1,4 +1,4 @@
-"""Lesson 08 on a GPU in one process: correctness (gradients included), the candidate
+"""Lesson 09 on a GPU in one process: correctness (gradients included), the candidate
 configurations timed, and the providers against SDPA's backends.
 
     python -m kernels.attention.gpu_check [--out DIR] [--skip-tune]

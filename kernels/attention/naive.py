@@ -7,7 +7,7 @@
 3. ``O = P V``: a second batched matmul reads ``P`` again.
 
 For B=4, H=16, S=4096 that is 4·16·4096² · (4 + 2) bytes = 6.4 GB of scores and probabilities,
-written and read back, to produce a 0.5 GB output. ``notebooks/08_attention.ipynb`` measures
+written and read back, to produce a 0.5 GB output. ``notebooks/09_attention.ipynb`` measures
 the peak memory and the profile; the fused kernel of ``triton_fwd.py`` keeps the scores on chip.
 """
 

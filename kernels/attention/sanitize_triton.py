@@ -1,4 +1,4 @@
-"""Lesson 08's Triton attention kernels under ``compute-sanitizer``: memcheck, racecheck and
+"""Lesson 09's Triton attention kernels under ``compute-sanitizer``: memcheck, racecheck and
 synccheck over every kernel the variants run, forward and backward.
 
     python -m kernels.attention.sanitize_triton                 # the three tools, a summary

@@ -1,5 +1,5 @@
 """PyTorch's own fused attention, ``F.scaled_dot_product_attention``, one backend at a time:
-the peers every provider of lesson 08 is measured against.
+the peers every provider of lesson 09 is measured against.
 
 * ``flash``: FlashAttention-2 (Tri Dao's kernels, ``mma.sync``), the algorithm of ``triton_fwd.py``;
 * ``cudnn``: NVIDIA cuDNN's fused attention, which on Hopper uses ``wgmma`` and TMA

@@ -108,7 +108,7 @@ def dkdv_window_block(dk, dv, k, v, q, do, lse, delta, keys, rows, window, qk_sc
                       IEEE: tl.constexpr):
     """:func:`dkdv_block` on a block that a sliding window's edge (or the diagonal) crosses:
     key j (row) is seen by query i (column) when i - window < j <= i. (A copy of
-    ``dkdv_block`` with the window's mask, so that exercise 08.backward_dkdv keeps its
+    ``dkdv_block`` with the window's mask, so that exercise attention.backward_dkdv keeps its
     signature.)"""
     st = dot(k, tl.trans(q), IEEE)
     pt = tl.math.exp2(st * qk_scale - lse[None, :])

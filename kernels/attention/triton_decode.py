@@ -140,7 +140,8 @@ def packed_fwd_kernel(q_ptr, k_ptr, v_ptr, part_o_ptr, part_lse_ptr,
     tl.store(part_lse_ptr + out_row, m_i + tl.math.log2(l_i), mask=row_ok)
 
 
-# ---- the splits merged, one query row at a time (what exercise 08.combine_splits writes) ----
+# ---- the splits merged, one query row at a time
+# (what exercise attention.combine_splits writes) ----
 
 
 @triton.jit

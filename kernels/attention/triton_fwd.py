@@ -326,7 +326,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     K/V head ``h // (H_q // H_kv)``); ``window`` (with ``causal``): query i sees keys
     ``i - window < j <= i``. ``save_lse=False`` (inference: no backward will follow) returns
     ``(O, None)``: the kernel skips the log-sum-exp, and the call one allocation, which a tiny
-    problem's host time notices (lesson 09's overhead table). Inputs are validated and checked
+    problem's host time notices (lesson 11's overhead table). Inputs are validated and checked
     by the caller (the registry, :mod:`autograd`)."""
     b, h, seq_q, d = q.shape
     seq_k = k.shape[2]

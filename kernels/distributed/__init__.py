@@ -1,10 +1,10 @@
-"""Lesson 11: beyond one GPU.
+"""Lesson 18: beyond one GPU.
 
 * :mod:`~kernels.distributed.launch`: start one process per rank from a notebook cell (gloo on
   CPUs, NCCL on GPUs, multicast off), with timeouts, and bring the results back;
 * :mod:`~kernels.distributed.collectives`: what each collective moves (the ring's factors,
   algorithm against bus bandwidth) and a sweep of their times from a few KiB up;
-* :mod:`~kernels.distributed.data_parallel`: data parallelism written by hand on lesson 10's
+* :mod:`~kernels.distributed.data_parallel`: data parallelism written by hand on lesson 12's
   model (naive, bucketed and overlapped, ZeRO-1), each against one process and beside
   ``DistributedDataParallel``;
 * :mod:`~kernels.distributed.tensor_parallel`: a tensor-parallel matmul whose all-gather is

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from course_utils import env, results, timing
 from kernels.distributed import collectives, launch, symmetric
 
-LESSON = "11_beyond_one_gpu"
+LESSON = "distributed"
 KiB, MiB = collectives.KiB, collectives.MiB
 PROVIDERS = ("course one_shot", "course two_shot", "course two_shot_push", "torch one_shot",
              "torch two_shot", "torch two_shot_out", "nccl")

@@ -1,9 +1,9 @@
-"""Lesson 11's data parallelism on 1 and 2 GPUs: the hand-written buckets against DDP, and how
+"""Lesson 18's data parallelism on 1 and 2 GPUs: the hand-written buckets against DDP, and how
 well one more GPU pays::
 
     python -m course bench bench_data_parallel     # 2 GPUs; elsewhere it says what it needs
 
-The model is lesson 10's GPT-2 small (124M parameters) in bf16 autocast, S = 1024, 8 sequences
+The model is lesson 12's GPT-2 small (124M parameters) in bf16 autocast, S = 1024, 8 sequences
 per rank: a step of tens of ms whose gradients (about 500 MB of fp32) take a few ms to
 all-reduce over NVLink, so the all-reduces can hide in the backward. Every method is
 :func:`kernels.distributed.data_parallel.train` (the same model, seed and data; each step timed
@@ -29,7 +29,7 @@ from course_utils import env, results
 from kernels.distributed import data_parallel, launch
 from kernels.model.config import GPT2_SMALL
 
-LESSON = "11_data_parallel"
+LESSON = "distributed.data_parallel"
 MODEL, MODEL_NAME, PRECISION = GPT2_SMALL, "GPT-2 small", "bf16-autocast"
 SEQ, PER_RANK = 1024, 8
 STEPS, WARMUP_STEPS = 20, 3

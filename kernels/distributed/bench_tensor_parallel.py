@@ -1,4 +1,4 @@
-"""Lesson 11's tensor-parallel matmul on 2 GPUs: the all-gather hidden behind the matmul::
+"""Lesson 18's tensor-parallel matmul on 2 GPUs: the all-gather hidden behind the matmul::
 
     python -m course bench bench_tensor_parallel    # 2 GPUs; elsewhere it says what it needs
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from course_utils import env, results
 from kernels.distributed import launch, tensor_parallel
 
-LESSON = "11_tensor_parallel"
+LESSON = "distributed.tensor_parallel"
 SHAPES = ((8192, 8192, 2048), (8192, 8192, 4096), (16384, 8192, 4096), (8192, 8192, 8192))
 QUICK_SHAPES = ((4096, 4096, 2048),)
 CHUNK_COUNTS = (2, 4, 8)

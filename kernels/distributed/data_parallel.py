@@ -1,4 +1,4 @@
-"""Data parallelism by hand on lesson 10's model: every rank holds the whole model, trains on
+"""Data parallelism by hand on lesson 12's model: every rank holds the whole model, trains on
 its own slice of the batch, and the ranks average their gradients before each optimizer step, so
 that every rank takes the step one process would take on the whole batch.
 
@@ -161,8 +161,8 @@ def _shard(tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, t
 def train(method: str, steps: int = 3, batch_size: int = 4, seq: int = 16, seed: int = 0,
           config=TINY, bucket_bytes: int = BUCKET_BYTES, precision: str = "fp32",
           keep_params: bool = True, profile_step: bool = False) -> dict:
-    """(A rank's work.) ``steps`` training steps of lesson 10's model by ``method`` on this
-    rank's slice of a global batch of ``batch_size`` sequences, in ``precision`` (lesson 10's
+    """(A rank's work.) ``steps`` training steps of lesson 12's model by ``method`` on this
+    rank's slice of a global batch of ``batch_size`` sequences, in ``precision`` (lesson 12's
     :class:`~kernels.model.Trainer` precisions). Returns the losses averaged over the ranks,
     the milliseconds of each step, this rank's optimizer-state bytes and the final parameters
     (on the CPU; None with ``keep_params=False``, for a benchmark of a model too large to send

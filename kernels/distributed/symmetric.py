@@ -134,7 +134,8 @@ def one_shot_kernel(buffer_ptrs, signal_pad_ptrs, out, numel, rank, WORLD: tl.co
 def sum_of_ranks(buffer_ptrs, offsets, mask, out, WORLD: tl.constexpr, BLOCK: tl.constexpr):
     """The tile ``offsets`` of every rank's buffer, summed in fp32 in rank order (the same sum
     on every rank) and rounded once to ``out``'s dtype: the one-shot's loop body, which the
-    two-shots share (the one-shot keeps it written out: it is exercise 11.one_shot's answer)."""
+    two-shots share (the one-shot keeps it written out: it is exercise distributed.one_shot's
+    answer)."""
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for peer in tl.static_range(WORLD):
         acc += tl.load(peer_buffer(buffer_ptrs, peer, out) + offsets, mask=mask).to(tl.float32)

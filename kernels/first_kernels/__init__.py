@@ -1,4 +1,4 @@
-"""The first CUDA kernels of appendix A5, through NVRTC: one element per thread (``affine``), a
+"""The first CUDA kernels of lesson 04, through NVRTC: one element per thread (``affine``), a
 2-D grid (``add_2d``, registered as the ``add`` op's ``nvrtc [2d]`` kernel), the same 2-D sum
 with threadIdx.x down a column (``add_2d_columns``: uncoalesced), warp divergence
 (``branch_lane`` against ``branch_warp``) and ``printf`` from a kernel (``hello``).
@@ -128,7 +128,7 @@ def hello(x: torch.Tensor, blocks: int, threads: int) -> None:
 
 
 def add_2d_nvrtc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """first_kernels.cu's add_2d (appendix A5): a 2-D grid over the last dimension (columns)
+    """first_kernels.cu's add_2d (lesson 04): a 2-D grid over the last dimension (columns)
     and the rest (rows)."""
     return add_2d(a, b)
 

@@ -1,4 +1,4 @@
-"""Warp divergence, measured (appendix A5): ``branch_lane`` against ``branch_warp``, the same
+"""Warp divergence, measured (lesson 04): ``branch_lane`` against ``branch_warp``, the same
 work per thread, the branch taken by the lane or by the warp; and the 2-D add with threadIdx.x
 along a row against down a column (coalescing).
 
@@ -15,7 +15,7 @@ import torch
 from course_utils import env, results, timing
 from kernels import first_kernels
 
-LESSON = "A5_first_kernels"
+LESSON = "first_kernels"
 ELEMENTS = 1 << 24  # enough warps to fill every SM many times over
 ADD_SHAPE = (8192, 8192)
 

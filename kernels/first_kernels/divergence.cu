@@ -1,4 +1,4 @@
-// Warp divergence, measured (appendix A5): two kernels doing the same work per thread, ITERS
+// Warp divergence, measured (lesson 04): two kernels doing the same work per thread, ITERS
 // steps of __sinf or of __cosf (one special-function instruction each, MUFU.SIN / MUFU.COS, the
 // same cost), chosen by a branch.
 //

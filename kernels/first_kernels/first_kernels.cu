@@ -1,4 +1,4 @@
-// The first CUDA kernels of appendix A5, for NVRTC: one element per thread, then a 2-D grid.
+// The first CUDA kernels of lesson 04, for NVRTC: one element per thread, then a 2-D grid.
 //
 // affine: y[i] = a * x[i] + b. The launch makes ceil(n / threads) blocks of `threads` threads;
 //   thread t of block b takes element i = b * threads + t. The last block usually has threads

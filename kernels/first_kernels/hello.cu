@@ -1,4 +1,4 @@
-// printf from a kernel (appendix A5). Each thread formats one line into a buffer in device
+// printf from a kernel (lesson 04). Each thread formats one line into a buffer in device
 // memory (1 MiB by default: cudaLimitPrintfFifoSize); the driver copies the buffer out to the
 // process's standard output (file descriptor 1) only at a synchronisation point, such as
 // cudaDeviceSynchronize (torch.cuda.synchronize), a blocking copy, or the next launch.

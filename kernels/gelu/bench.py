@@ -1,4 +1,4 @@
-"""GeLU benchmark (lesson 03, also used by lesson 02): every provider against copy bandwidth.
+"""GeLU benchmark (lesson 05, also used by lesson 02): every provider against copy bandwidth.
 
 GeLU reads each element once and writes it once, so its ceiling is the device's copy bandwidth,
 measured here in the same run on the same number of bytes. The peer is ``F.gelu``.
@@ -19,7 +19,7 @@ from course_utils.plots import stamped_table
 from kernels import compare
 from kernels.registry import get_kernel
 
-LESSON = "03_cuda_gelu"
+LESSON = "cuda_gelu"
 GPU_ELEMENTS = 1 << 28
 CPU_ELEMENTS = 1 << 18  # the Triton interpreter is ~450x slower than torch: keep CPU runs small
 PEER = "F.gelu"

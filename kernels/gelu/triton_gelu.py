@@ -5,7 +5,7 @@
 The last form needs one ``exp`` and never divides inf by inf: for u → -inf, exp(-2u) → inf and
 x / inf → 0; for u → +inf, exp(-2u) → 0 and the result is x. No NaN for large |x|.
 
-It is differentiable too (lesson 10 trains a model with it): with ``s = sigmoid(2u)``,
+It is differentiable too (lesson 12 trains a model with it): with ``s = sigmoid(2u)``,
 
     gelu'(x) = s + x · 2·s·(1 - s) · √(2/π)(1 + 3·0.044715·x²)
 

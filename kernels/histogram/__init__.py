@@ -1,7 +1,7 @@
 """Histograms: ``counts[v]`` = how many elements of ``x`` (int32) equal ``v``, for ``v`` in
 ``[0, bins)``; values outside are ignored. The counts are int32.
 
-Many threads add into a few counters, so the CUDA kernels (``histogram.cu``, appendix A5) use
+Many threads add into a few counters, so the CUDA kernels (``histogram.cu``, lesson 04) use
 atomics: one global ``atomicAdd`` per element, or a per-block histogram in shared memory
 (privatised) added to the global one bin by bin. Which is faster depends on the data: the
 more elements share a bin, the longer the queue at that bin's atomic (contention), which the

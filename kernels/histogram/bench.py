@@ -1,4 +1,4 @@
-"""Histogram benchmark (appendix A5): global atomics against a shared-memory histogram per
+"""Histogram benchmark (lesson 04): global atomics against a shared-memory histogram per
 block, on uniform and on skewed values (90% in one bin: contention), beside ``torch.bincount``.
 
 A histogram reads each element of x once (4 bytes) and writes a few counters, so its ceiling is
@@ -14,7 +14,7 @@ from course_utils import env, plots, results, timing
 from kernels.histogram import skewed, uniform
 from kernels.registry import all_kernels, reference
 
-LESSON = "A5_histogram"
+LESSON = "first_kernels.histogram"
 GPU_ELEMENTS = 1 << 26
 CPU_ELEMENTS = 1 << 16
 BINS = 256

@@ -1,4 +1,4 @@
-// Histograms for NVRTC (appendix A5): counts[v] = how many elements of x equal v, for v in
+// Histograms for NVRTC (lesson 04): counts[v] = how many elements of x equal v, for v in
 // [0, bins); other values are ignored. Many threads add into the same few counters, so each
 // addition must be atomic (a read, an add and a write that no other thread can interleave).
 //

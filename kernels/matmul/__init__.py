@@ -6,7 +6,7 @@ import torch
 from kernels.registry import Case, define_op, expect_tensor, register
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# float64 for lesson 09's FP64 GEMMs, which the matrix test checks against the reference
+# float64 for lesson 11's FP64 GEMMs, which the matrix test checks against the reference
 DTYPES += (torch.float64,)
 
 
@@ -21,7 +21,7 @@ def _validate(a, b) -> None:
         raise ValueError(f"matmul: b expected {a.shape[1]} rows to match a's columns, "
                          f"got b of shape {tuple(b.shape)} for a of shape {tuple(a.shape)}")
     if a.dtype != b.dtype and not (_is_fp8(a.dtype) and _is_fp8(b.dtype)):
-        # the one mixed case tensor cores support: fp8 e4m3 x e5m2 (lesson 05)
+        # the one mixed case tensor cores support: fp8 e4m3 x e5m2 (lesson 07)
         raise ValueError(f"matmul: b expected the dtype of a ({a.dtype}), got {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"matmul: b expected the device of a ({a.device}), got {b.device}")
@@ -35,7 +35,7 @@ def _pair(m, n, k):
 
 
 def _pair_bt(m, n, k):
-    # b column-major ([K, N] with b.t() contiguous, K-major): the layout lesson 05's kernels take
+    # b column-major ([K, N] with b.t() contiguous, K-major): the layout lesson 07's kernels take
     return lambda dtype, device: (
         (torch.randn(m, k, device=device) / k**0.25).to(dtype),
         (torch.randn(n, k, device=device) / k**0.25).to(dtype).t())
@@ -75,16 +75,16 @@ def matmul_eager(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
-# lesson 05: the steps to a tensor-core matmul; lesson 06: mma.cu in every mma.sync variant
+# lesson 07: the steps to a tensor-core matmul; lesson 08: mma.cu in every mma.sync variant
 from kernels.matmul import mma, steps  # noqa: E402, F401  (each registers its kernels)
 
 mma.register_variants()
 
-# lesson 09's FP64 GEMMs register themselves on import (nothing is compiled until first use)
+# lesson 11's FP64 GEMMs register themselves on import (nothing is compiled until first use)
 from kernels.matmul import fp64  # noqa: E402, F401, I001
 
-# lesson 07's Hopper kernels (TMA + wgmma) register themselves the same way
+# lesson 15's Hopper kernels (TMA + wgmma) register themselves the same way
 from kernels.matmul import hopper  # noqa: E402, F401, I001
 
-# lesson 05's bridge to Triton: a tl.dot matmul, autotuned on a GPU (registers itself on import)
+# lesson 07's bridge to Triton: a tl.dot matmul, autotuned on a GPU (registers itself on import)
 from kernels.matmul import triton_dot  # noqa: E402, F401, I001

@@ -19,7 +19,7 @@ import torch
 
 from course_utils import env, plots, profiling, results, timing
 
-LESSON = "01_benchmarking_and_profiling"
+LESSON = "profiling"
 
 # float32 with TF32 allowed is its own "dtype" here: same storage, tensor cores, 10-bit mantissa
 SWEEP_DTYPES = {"cuda": ("float32", "tf32", "bfloat16", "float16"), "cpu": ("float32",)}

@@ -1,4 +1,4 @@
-"""Lesson 06's measurements: every ``mma.sync`` variant against its ceiling and its cuBLAS peer.
+"""Lesson 08's measurements: every ``mma.sync`` variant against its ceiling and its cuBLAS peer.
 
 For each variant that this GPU runs, in one process:
 
@@ -16,7 +16,7 @@ For each variant that this GPU runs, in one process:
 back to back and one call between CUDA events (a student's timer), beside cuBLAS timed the same
 two ways.
 
-Notebook 06 calls :func:`measure`, :func:`caller_view` and :func:`plot`; ``make bench`` calls
+Notebook 08 calls :func:`measure`, :func:`caller_view` and :func:`plot`; ``make bench`` calls
 :func:`run`, whose records the notebook shows (:func:`recorded`).
 """
 
@@ -32,12 +32,12 @@ import kernels
 from course_utils import env, plots, results, sanitizer, timing
 from kernels.matmul import autotune, ceiling, mma
 
-LESSON = "05_mma_matmul"  # the records' key (lesson 05 before issue 24 split it; now 06)
+LESSON = "mma_variants"  # the records' key (lesson 07 before issue 24 split it; now 06)
 SIZES = (4096, 8192)
 # where a caller sees host cost (small), and shapes that are not square or not tile multiples
 CALLER_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
                  (8192, 8192, 8192), (8192, 1024, 8192), (4000, 4000, 4000))
-# what lesson 05's story needs measured live; `make bench` measures every variant
+# what lesson 07's story needs measured live; `make bench` measures every variant
 STORY = tuple(name for name in ("bf16", "fp16", "fp16_f16acc", "tf32", "int8", "fp8_e4m3_e4m3")
               if name in mma.VARIANTS)  # (a torch without float8 has no fp8 variants)
 
@@ -48,7 +48,7 @@ CENSUS_ARCHS = ("sm_80", "sm_89", "sm_90", "sm_120")
 CENSUS_CONFIG = mma.Config(bm=64, bn=64, wm=32, wn=32, bk_bytes=64, stages=2)
 CENSUS_VARIANTS = tuple(name for name in ("bf16", "int8", "int4", "fp8_e4m3_e4m3",
                                           "fp8_e4m3_e4m3_f16acc") if name in mma.VARIANTS)
-# lesson 05's Nsight Compute comparison: the tuned tile against the same tile run by 16 warps of
+# lesson 07's Nsight Compute comparison: the tuned tile against the same tile run by 16 warps of
 # 64x32 (twice the warps, half the registers each)
 SIXTEEN_WARPS = mma.Config(bm=256, bn=128, wm=64, wn=32, bk_bytes=64, stages=3)
 
@@ -80,14 +80,14 @@ def compile_measured(variants, sizes) -> None:
 
 
 def lecture_programs() -> int:
-    """Compile every program the cells of lessons 05 and 06 compile on this machine (``make
+    """Compile every program the cells of lessons 07 and 08 compile on this machine (``make
     prepare``, so that a lecture finds them cached): the steps' census (05), mma.cu's census,
     the story's variants at 4096 with their ceilings, the two profiled configurations at 8192
     (06). Returns how many."""
     from kernels.matmul import steps
 
     census = compile_census()
-    arch = env.device_info().arch or "sm_90"  # notebook 05's ARCH: its census of the steps
+    arch = env.device_info().arch or "sm_90"  # notebook 07's ARCH: its census of the steps
     step_census = [steps.compile_step(variant, torch.bfloat16, arch=arch, verbose=False)
                    for variant in steps.STEPS]
     cap = torch.cuda.get_device_capability() if env.HAS_CUDA else None
@@ -269,7 +269,7 @@ def plot(points: list[Point], n: int = 8192, name: str = "mma_variants"):
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:
     if not env.HAS_CUDA:
-        print("lesson 05 benchmark: needs a CUDA GPU; nothing measured")
+        print("lesson 07 benchmark: needs a CUDA GPU; nothing measured")
         return []
     points = measure(sizes=(4096,) if quick else SIZES, tune=not quick)
     print(plots.stamped_table([p.row() for p in points], "mma.sync variants"))

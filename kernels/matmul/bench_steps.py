@@ -1,16 +1,16 @@
-"""The first stairs of the course's matmul climb, recorded: lesson 05's steps at 4096³ bf16.
+"""The first stairs of the course's matmul climb, recorded: lesson 07's steps at 4096³ bf16.
 
-Lesson 05 climbs from one thread per output (``steps/naive.cu``) through shared-memory tiles
+Lesson 07 climbs from one thread per output (``steps/naive.cu``) through shared-memory tiles
 (``steps/smem_tiled.cu``), a first ``mma.sync`` (``steps/mma_simple.cu``) and the pipeline's
 ideas one at a time (``kernels/matmul/steps/__init__.py`` lists the steps) to ``mma.cu``;
-lesson 07 goes on with ``wgmma`` and records its own steps (``kernels/matmul/hopper/bench.py``).
+lesson 15 goes on with ``wgmma`` and records its own steps (``kernels/matmul/hopper/bench.py``).
 This module records the first part with cuBLAS of the same run as the peer, so that the course
 map (:mod:`kernels.course_map`) draws the whole staircase from the records on any machine.
 
     python -m course bench bench_steps        # on a GPU: -> docs/results/<device>.json
 
-Its records have a lesson key of their own, ``05_matmul_steps``: ``make bench`` replaces a
-lesson's records as a whole, so running this module alone never drops lesson 05's others.
+Its records have a lesson key of their own, ``mma_matmul.steps``: ``make bench`` replaces a
+lesson's records as a whole, so running this module alone never drops lesson 07's others.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 from course_utils import env, plots, results, timing
 from kernels.matmul import figures
 
-LESSON = "05_matmul_steps"
+LESSON = "mma_matmul.steps"
 SIZE = 4096
-FULL_KERNEL = "13_mma.cu"  # where the steps lead: lesson 05's full kernel, tuned where it can be
+FULL_KERNEL = "13_mma.cu"  # where the steps lead: lesson 07's full kernel, tuned where it can be
 PEER = "torch.mm (cuBLAS), same run"
 
 
@@ -51,7 +51,7 @@ def measure(size: int = SIZE) -> tuple[float, dict[str, float]]:
 
 def run(quick: bool = False) -> list[results.Record]:
     if not env.HAS_CUDA:
-        print("lesson 05 steps benchmark skipped: it launches CUDA kernels (no CUDA GPU here)")
+        print("lesson 07 steps benchmark skipped: it launches CUDA kernels (no CUDA GPU here)")
         return []
     size = 2048 if quick else SIZE
     cublas, found = measure(size)
@@ -60,7 +60,7 @@ def run(quick: bool = False) -> list[results.Record]:
                                 "of cuBLAS": v / cublas}
                                for (s, v), r in zip(found.items(), ratios, strict=True)],
                               title=f"the steps, bf16 {size}³ (cuBLAS {cublas:,.0f} TFLOP/s)"))
-    print(f"largest step: ×{max(ratios[1:]):.2f} (lesson 05's target: at most ×2.5)")
+    print(f"largest step: ×{max(ratios[1:]):.2f} (lesson 07's target: at most ×2.5)")
     plots.save(figures.staircase(found, cublas, size, env.device_info().name), "05_staircase")
     return [results.Record(LESSON, what(step, size), value, "TFLOP/s", peer=cublas,
                            peer_what=PEER) for step, value in found.items()]

@@ -1,2 +1,2 @@
-"""make bench: lesson 05's Triton tl.dot matmul against cuBLAS (records of lesson 05_triton_dot)."""
+"""make bench: lesson 07's Triton tl.dot matmul against cuBLAS (records of lesson 05_triton_dot)."""
 from kernels.matmul.triton_dot import run  # noqa: F401

@@ -1,4 +1,4 @@
-"""Figures of lesson 05, drawn from the same constants as the kernel's generated header.
+"""Figures of lesson 07, drawn from the same constants as the kernel's generated header.
 
     cfg = TileConfig(bm=128, bn=128, bk_bytes=64, wm=64, wn=64, stages=3)  # or any object
     figures.tile_hierarchy(cfg)   # block tile -> warp tiles -> m16n8 mma tiles; the K loop

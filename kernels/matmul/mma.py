@@ -1,5 +1,5 @@
-"""The tensor-core matmul of lesson 06: ``mma.cu``, one source, every ``mma.sync`` variant (the
-climb to it is lesson 05).
+"""The tensor-core matmul of lesson 08: ``mma.cu``, one source, every ``mma.sync`` variant (the
+climb to it is lesson 07).
 
 A *variant* is a choice of types (A, B, accumulator, output) and with it one PTX instruction;
 a *config* is a choice of tile shapes and pipeline depth. Both become the generated header
@@ -12,7 +12,7 @@ Operands are taken as torch's low-precision matmuls take them (``torch._scaled_m
 Each variant is registered as ``("matmul", "mma", <variant>)``; its ``supports()`` explains what
 it cannot run (layout, dtype, K not a multiple of the instruction's K-step, the GPU).
 
-A call costs the host only what depends on the call (lesson 09 measures each layer): the
+A call costs the host only what depends on the call (lesson 11 measures each layer): the
 registry checks the problem once (``supports()``), the tuned configuration comes from memory
 (:func:`kernels.matmul.autotune.best_config`), and the loaded kernel of each (variant, config,
 GPU) is held here (:func:`loaded`), so no call compiles, hashes or stats anything. Edit

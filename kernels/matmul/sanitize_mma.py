@@ -1,4 +1,4 @@
-"""The workload ``compute-sanitizer`` checks for lesson 06: every mma.sync variant this GPU runs.
+"""The workload ``compute-sanitizer`` checks for lesson 08: every mma.sync variant this GPU runs.
 
     compute-sanitizer --tool memcheck python -m kernels.matmul.sanitize_mma
 

@@ -1,4 +1,4 @@
-"""Lesson 05's bridge to Triton: a tiled matmul written with ``tl.dot``, registered as
+"""Lesson 07's bridge to Triton: a tiled matmul written with ``tl.dot``, registered as
 ``("matmul", "triton_dot")``.
 
 The same tiles as the hand-written CUDA steps, said in a few lines of Python:
@@ -10,11 +10,11 @@ The same tiles as the hand-written CUDA steps, said in a few lines of Python:
   ``BLOCK_K x BLOCK_N`` slice of B and accumulates ``tl.dot`` of them in fp32. On an Ampere or
   Hopper GPU the compiler stages the slices through shared memory (``num_stages`` buffers: the
   ``cp.async`` ring of ``mma.cu``, or TMA and mbarriers on Hopper), swizzles them, and issues
-  ``mma.sync`` (or ``wgmma``) on them: everything lesson 05 writes by hand.
+  ``mma.sync`` (or ``wgmma``) on them: everything lesson 07 writes by hand.
 * **Masks at the ragged edges.** Rows past M, columns past N and the K slice past K load as 0
   (they add nothing to the sum) and are not stored, so any shape works.
 * **A grouped launch order for L2.** Consecutive programs walk ``GROUP_M`` tile rows column by
-  column (the order of ``mma.cu`` and of lesson 07), so the tiles running together share rows
+  column (the order of ``mma.cu`` and of lesson 15), so the tiles running together share rows
   of A and columns of B in the L2 cache.
 * **Autotuned.** On a GPU ``@triton.autotune`` times a few tile configurations on the first
   call for each (M, N, K, dtypes) and keeps the fastest. Triton's interpreter (a CPU, no GPU)
@@ -26,7 +26,7 @@ own dtype; fp32 runs on the tensor cores as tf32 (10-bit mantissa), as ``torch.m
 (measured with Triton 3.8: it converts bf16 after loading, results off by orders of magnitude),
 so :func:`reason` refuses bf16 there.
 
-Lesson 07's Triton peer (``kernels/matmul/hopper/triton_tma.py``) is this kernel made Hopper's
+Lesson 15's Triton peer (``kernels/matmul/hopper/triton_tma.py``) is this kernel made Hopper's
 way: TMA descriptors instead of pointer arithmetic and masks, and a persistent grid.
 """
 
@@ -44,7 +44,7 @@ from kernels.matmul.hopper.triton_tma import _tile_coordinates  # the grouped or
 
 PROVIDER = "triton_dot"
 SOURCE = "kernels/matmul/triton_dot.py"
-LESSON = "05_triton_dot"  # its records: beside lesson 05's, not replacing them
+LESSON = "mma_matmul.triton_dot"  # its records: beside lesson 07's, not replacing them
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -217,7 +217,7 @@ def register():
 KERNEL = register()
 
 
-# -- measuring (make bench; notebook 05) ------------------------------------------------------
+# -- measuring (make bench; notebook 07) ------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def measure(sizes=(4096, 8192), dtypes=tuple(MEASURED)) -> list[Point]:
 
 
 def run(quick: bool = False) -> list:
-    """``make bench``: :func:`measure` as results records (lesson ``05_triton_dot``)."""
+    """``make bench``: :func:`measure` as results records (lesson ``mma_matmul.triton_dot``)."""
     from course_utils import plots, results
 
     if not env.HAS_CUDA:

@@ -1,4 +1,4 @@
-"""Lesson 10: a small decoder-only Transformer built from the course's kernels.
+"""Lesson 12: a small decoder-only Transformer built from the course's kernels.
 
 * :mod:`~kernels.model.config`: the sizes (``TINY`` for a CPU, ``GPT2_SMALL`` for a GPU) and
   the providers of each op, by registry name (``EAGER``, ``COURSE``, the waterfall's ``STEPS``);

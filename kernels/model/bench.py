@@ -1,4 +1,4 @@
-"""Lesson 10's benchmark: one training step of the whole model, end to end.
+"""Lesson 12's benchmark: one training step of the whole model, end to end.
 
     python -m course bench model        # on a GPU: GPT-2 small, bf16 autocast, S = 1024 and 4096
 
@@ -43,7 +43,7 @@ from kernels.model.train import Trainer, batch
 from kernels.model.transformer import Transformer
 from kernels.registry import KernelNotSupported
 
-LESSON = "10_kernels_in_a_model"
+LESSON = "model"
 RECORDED = "nvidia-h100-80gb-hbm3"  # whose committed records a CPU run shows
 GPU_SHAPES = ((1024, 8), (4096, 2))  # (sequence, batch): 8192 tokens a step each
 CPU_SHAPES = ((16, 2),)
@@ -406,12 +406,12 @@ def _crossings(records: list[results.Record]) -> str:
 
 
 def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
-    """(environment line, lesson 10's records) from ``docs/results/<slug>.json``;
+    """(environment line, lesson 12's records) from ``docs/results/<slug>.json``;
     FileNotFoundError when that GPU has not run ``make bench`` for this lesson yet."""
     from course_utils import claims
 
     data = claims.load(slug) if (env.RESULTS_DIR / f"{slug}.json").exists() else None
     if data is None or not data.of(LESSON):
-        raise FileNotFoundError(f"no lesson 10 records for {slug} in {env.RESULTS_DIR}: "
+        raise FileNotFoundError(f"no lesson 12 records for {slug} in {env.RESULTS_DIR}: "
                                 "`python -m course bench model` on that GPU writes them")
     return data.environment_line(LESSON), data.of(LESSON)

@@ -1,4 +1,4 @@
-"""What a model of lesson 10 is: its sizes (:class:`ModelConfig`) and which kernel runs each op
+"""What a model of lesson 12 is: its sizes (:class:`ModelConfig`) and which kernel runs each op
 (:class:`Providers`).
 
 Two sizes: :data:`TINY` trains in seconds on a CPU (the Triton kernels in their interpreter),

@@ -1,4 +1,4 @@
-"""Lesson 10's figures, from live measurements or from the records of a GPU.
+"""Lesson 12's figures, from live measurements or from the records of a GPU.
 
 * :func:`waterfall`: the step's time from eager, each swap of a course kernel a floating bar
   (green faster, red slower), the last bar all course kernels, ``torch.compile`` beside it;

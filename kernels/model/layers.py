@@ -11,7 +11,7 @@ the model will give it, with the shapes, strides, dtypes and device of a real st
 training step needs gradients, whether it has a backward. A refusal is the registry's reason in
 words; nothing is launched that would fail. Once checked, a layer calls the kernel's built
 function directly (``kernel.load()``): the registry's per-call checks cost host time on every
-call (lesson 09 measures them), and their answer cannot change while the shapes stay the same.
+call (lesson 11 measures them), and their answer cannot change while the shapes stay the same.
 """
 
 from __future__ import annotations

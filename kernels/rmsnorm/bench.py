@@ -36,7 +36,7 @@ from course_utils.plots import stamped_table
 from kernels.registry import all_kernels
 from kernels.rmsnorm import EPS
 
-LESSON = "02_rmsnorm"  # its own records: running it alone keeps lesson 02's softmax records
+LESSON = "rmsnorm"  # its own records: running it alone keeps lesson 02's softmax records
 HIDDEN = (4096, 8192)
 GPU_ROWS = 16384
 CPU_ROWS = 64  # the Triton kernel runs in the interpreter there: keep it small
@@ -203,7 +203,7 @@ TARGET_OF_COPY = 0.85
 HOST_SIDE = ("the host, not the kernel: the same forward was timed at 1.02 and 1.00 of copy at "
              "4096 and 8192 at e5bced5 (docs/results/nvidia-h100-80gb-hbm3-rmsnorm-bench-"
              "e5bced5.log) and at 0.65 at 4096 at 506ae76, the kernel unchanged: a registered "
-             "call's host time drifts between processes on one box (lesson 09's overhead table)")
+             "call's host time drifts between processes on one box (lesson 11's overhead table)")
 HOST_BOUND = ("the host: the same backward 8 layers deep, where autograd's host time runs behind "
               "the layers queued before as in a model, moved 0.87 (4096) and 0.89 (8192) of copy "
               "at 5327248, and F.rms_norm's own backward alone 0.42 and 0.40 "

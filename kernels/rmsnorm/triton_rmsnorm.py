@@ -23,7 +23,7 @@ H100's 132 SMs, four programs each: 17 MiB of float32, written once and read onc
 768 MiB of bf16 that the backward of 16k rows must move), so the second pass costs the GPU little;
 it is a kernel of our own rather than ``partial.sum(0).to(weight.dtype)`` because that is two
 launches (the sum, then the rounding) and a float32 vector between them, and at a small problem
-every launch is host time (lesson 09's table). The result is deterministic: same shapes, same
+every launch is host time (lesson 11's table). The result is deterministic: same shapes, same
 groups, same order of additions.
 
 **Loading ahead.** A program's loop waits twice per row: for the row's loads, then for its

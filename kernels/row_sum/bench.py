@@ -1,4 +1,4 @@
-"""Row-sum benchmark (lesson 03): the CUDA reductions against ``torch.sum`` and the copy.
+"""Row-sum benchmark (lesson 05): the CUDA reductions against ``torch.sum`` and the copy.
 
 A row sum reads every element once and writes one float per row, so its bytes are x's (plus
 the small y) and its ceiling is the copy bandwidth on the same bytes, measured in the same
@@ -14,7 +14,7 @@ import torch
 from course_utils import env, plots, results, timing
 from kernels.registry import all_kernels, reference
 
-LESSON = "03_row_sum"
+LESSON = "cuda_gelu.row_sum"
 COLUMNS = (128, 1024, 8192, 65536)
 GPU_ELEMENTS = 1 << 28  # per problem: rows = GPU_ELEMENTS // columns (1 GiB of float32)
 CPU_ELEMENTS = 1 << 16

@@ -27,7 +27,7 @@ import torch
 
 from course_utils import env, results, timing
 
-LESSON = "08_attention_fp8"
+LESSON = "hopper_backward.fp8"
 SHAPE = (2, 16, 8192, 128)  # B, H, S, D
 TARGET = 1.5  # × our bf16 forward
 ROUNDS = 3

@@ -1,4 +1,4 @@
-"""The course's Triton softmax kernel under ``@triton.autotune`` (appendix A4, section 1).
+"""The course's Triton softmax kernel under ``@triton.autotune`` (lesson 13, section 1).
 
 The registered kernel (:mod:`kernels.softmax.triton_softmax`) picks its launch by a rule,
 ``num_warps_for(BLOCK)``. Here the *same* ``softmax_kernel`` is wrapped by Triton's autotuner,

@@ -14,7 +14,7 @@ from course_utils import env, results
 from course_utils.plots import stamped_table
 from kernels import compare
 
-LESSON = "02_kernel_fusion"
+LESSON = "fusion"
 COLUMNS = (1024, 2048, 4096, 8192, 16384)
 GPU_ELEMENTS = 1 << 27  # per problem: rows = GPU_ELEMENTS // columns (512 MiB of float32)
 CPU_ELEMENTS = 1 << 16

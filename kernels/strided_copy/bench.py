@@ -1,4 +1,4 @@
-"""Strided-copy benchmark (lesson 03): GB/s against the stride, beside the copy bandwidth.
+"""Strided-copy benchmark (lesson 05): GB/s against the stride, beside the copy bandwidth.
 
 Every stride moves the same bytes per element (one read, one write), so the copy bandwidth on
 the same bytes is the ceiling; what falls with the stride is how much of each 32-byte DRAM
@@ -14,7 +14,7 @@ import torch
 from course_utils import env, plots, results, timing
 from kernels.registry import all_kernels, reference
 
-LESSON = "03_strided_copy"
+LESSON = "cuda_gelu.strided_copy"
 STRIDES = (1, 2, 4, 8, 16, 32, 64)
 # threads per grid row (x.numel() = M * stride): large enough that a sector's next use, a grid
 # row later, comes after more sectors than L2 holds (2^22 x 32 B = 128 MB > 50 MB on an H100)

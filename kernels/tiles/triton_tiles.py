@@ -6,7 +6,7 @@ covers the matrix, and the tiles at the bottom and right edges are ragged (they 
 matrix). The three ways differ in who handles that edge:
 
 * **pointer arithmetic** (:func:`copy_pointers_kernel`): the kernel builds a ``BM x BN`` block
-  of addresses and a 2-D mask itself, as in appendix A2;
+  of addresses and a 2-D mask itself, as in lesson 03;
 * **a block pointer** (:func:`copy_block_ptr_kernel`): ``tl.make_block_ptr`` describes the
   parent tensor (shape, strides) and the tile (offsets, block shape, order); ``boundary_check``
   names the dimensions to mask and ``padding_option`` what the masked-off elements read as.

@@ -1,8 +1,8 @@
-// What the attention forward needs beyond lesson 07's primitives (hopper.cuh, included first by
+// What the attention forward needs beyond lesson 15's primitives (hopper.cuh, included first by
 // attention.cu): wgmma with A from REGISTERS (P never goes to shared memory), the descriptor of
 // an MN-major tile (V is read as [keys, D] with D contiguous), N = 64 for D = 64, named barriers
 // between two warpgroups (the ping-pong), the extra timeline kinds, and (section 7) the softmax's
-// arithmetic. Each would sit in hopper.cuh's sections 1, 3 and 6 if lesson 07 needed it. The
+// arithmetic. Each would sit in hopper.cuh's sections 1, 3 and 6 if lesson 15 needed it. The
 // backward (attention_bwd.cu) is built from the same pieces.
 #pragma once
 #include <cuda/std/limits>
@@ -22,7 +22,7 @@ __device__ __forceinline__ u64 smem_descriptor_mn(const void* tile, u32 chunk_by
 
 // ---- 3c. wgmma with A in registers ------------------------------------------------------------
 // d (64 x N, fp32) += A (64 x 16, four 32-bit registers a thread: pairs of 16-bit values in the
-// m16n8k16 A layout of lesson 05, one 16-row slice per warp) * B (16 x N from shared memory).
+// m16n8k16 A layout of lesson 07, one 16-row slice per warp) * B (16 x N from shared memory).
 // The accumulator layout of S = Q K^T is, pair by pair, the A layout of the next product, so P
 // goes from S's registers to A's by rounding to 16 bits: no shared memory, no shuffles.
 #define WG_REGS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " WG_10(1) WG_10(2) "%30, %31}"
@@ -59,7 +59,7 @@ __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const u32 (&a)[4],
 }
 
 // ---- 3d. S = Q K^T for key tiles of 64 or 128 --------------------------------------------------
-// hopper.cuh spells out m64n128 and m64n256 (lesson 07's tiles); a tile of 64 keys needs m64n64.
+// hopper.cuh spells out m64n128 and m64n256 (lesson 15's tiles); a tile of 64 keys needs m64n64.
 // TRANS_A, TRANS_B: wgmma's imm-trans-a and imm-trans-b, 1 for an operand read MN-major through
 // smem_descriptor_mn (N = 64 only: the backward's version 2 reads both dS and K so, dQ = dS K)
 template <int N, int TRANS_A = 0, int TRANS_B = 0>
@@ -106,7 +106,7 @@ __device__ __forceinline__ u32 pack2(float x, float y) {
 // only bar.arrive: they signal and go on). Consumer c waits on barrier FIRST_ID + c before it
 // issues its matmuls and signals FIRST_ID + 1 - c after: the tensor cores take turns.
 constexpr int PINGPONG_FIRST_ID = 1;  // (0 is __syncthreads)
-// ==== turns: begin (exercise 12.pingpong splices the student's turn_wait and turn_pass here)
+// ==== turns: begin (exercise hopper_attention.pingpong splices the student's turn_wait and turn_pass here)
 __device__ __forceinline__ void turn_wait(int consumer) {
     asm volatile("bar.sync %0, 256;" :: "r"(PINGPONG_FIRST_ID + consumer) : "memory");
 }

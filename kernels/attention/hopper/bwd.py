@@ -172,7 +172,8 @@ def backward(q, k, v, o, lse, do, causal: bool, *, config: Config = CONFIG,
     other gradients come back NaN): a switch to find which kernel is wrong. Version 2 only:
     ``kernel``, a loaded build of the fused kernel to launch instead of the file's, and
     ``dq_sum``, the zeroed float32 buffer (B, H, Sq, D) it adds into (None: a fresh one);
-    exercise 13.dq_add passes its spliced build and a buffer with guard elements after it."""
+    exercise hopper_backward.dq_add passes its spliced build and a buffer with guard elements
+    after it."""
     from kernels.attention.triton_bwd import delta_of
 
     version = _version(version)

@@ -1,4 +1,4 @@
-"""Lesson 09's kernel: an FP64 GEMM brought into the registry, written three ways.
+"""Lesson 11's kernel: an FP64 GEMM brought into the registry, written three ways.
 
     triton_gemm.py   the implementation in Triton (runs under the interpreter on a CPU)
     gemm.cu          the implementation in CUDA, one output element per thread, and

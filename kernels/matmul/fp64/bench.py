@@ -1,7 +1,7 @@
-"""Lesson 09's measurements: the FP64 GEMMs against ``torch.mm`` in float64, and the autotune
+"""Lesson 11's measurements: the FP64 GEMMs against ``torch.mm`` in float64, and the autotune
 sweep over each provider's design space.
 
-Notebook 09 calls the same functions (one code path); ``python -m course bench`` calls
+Notebook 11 calls the same functions (one code path); ``python -m course bench`` calls
 :func:`run`, which turns the sweep into results records. ``torch.mm`` in float64 (cuBLAS's
 DGEMM on a GPU, which uses the FP64 tensor cores where there are any) is the peer, measured in
 the same run; FP64 has no datasheet peak in the course's table, so the records carry no ceiling.
@@ -16,7 +16,7 @@ import torch
 from course_utils import env, plots, results, timing
 from kernels.registry import Kernel, get_kernels, reference
 
-LESSON = "06_bring_your_own_kernel"  # the records' key (lesson 06 before issue 24; now 09)
+LESSON = "byok"  # the records' key (lesson 08 before issue 24; now 09)
 PEER = "torch.mm float64"
 
 

@@ -7,7 +7,7 @@
 // while they all read the same element of a (a broadcast). Nothing is staged in shared memory:
 // every thread streams its row of a and its column of b from global memory (the L1 and L2
 // caches catch the reuse). That is why the tile shape matters, and why this kernel is far from
-// cuBLAS: it is the "implementation" of notebook 09, not a fast GEMM.
+// cuBLAS: it is the "implementation" of notebook 11, not a fast GEMM.
 //
 // Everything above the marker line is for the editor only; course_utils.nvrtc replaces it by a
 // header generated from Python values (kernels/matmul/fp64/nvrtc_gemm.py), e.g.

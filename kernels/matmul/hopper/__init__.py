@@ -1,4 +1,4 @@
-"""Lesson 07: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation.
+"""Lesson 15: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation.
 
 * ``wgmma.cu``: the kernels, one per step, and the ``wgmma`` instruction ceiling;
 * ``hopper.cuh``: the primitives they are built from (mbarriers, TMA, ``wgmma`` and its

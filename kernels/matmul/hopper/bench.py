@@ -1,9 +1,9 @@
-"""Lesson 07's measurements: each step of the Hopper matmul against the ``wgmma`` ceiling and
+"""Lesson 15's measurements: each step of the Hopper matmul against the ``wgmma`` ceiling and
 cuBLAS, in one process.
 
 * the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);
-* the staircase in bf16 at 4096³ and 8192³: lesson 06's ``mma.sync`` kernel (``mma.cu``; its
-  records keep the name "lesson 05"), then steps 1-5, each beside ``torch.mm`` (cuBLAS)
+* the staircase in bf16 at 4096³ and 8192³: lesson 08's ``mma.sync`` kernel (``mma.cu``; its
+  records keep the name "lesson 07"), then steps 1-5, each beside ``torch.mm`` (cuBLAS)
   measured in the same run;
 * what limits steps 4 and 5 at 8192³ (:func:`power`): the same kernels and cuBLAS on random
   data and on zeros and ones, with the SM clock and the power each ran at;
@@ -14,7 +14,7 @@ cuBLAS, in one process.
 * the pipeline's timeline per step (:mod:`~kernels.matmul.hopper.timeline`), saved for CPU
   students beside the results.
 
-``make bench`` calls :func:`run`; notebook 07 reads the records.
+``make bench`` calls :func:`run`; notebook 15 reads the records.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from course_utils import clocks, env, results, timing
 from kernels.matmul.hopper import ceiling, timeline, triton_tma, wgmma
 
-LESSON = "07_hopper_matmul"
+LESSON = "hopper_matmul"
 TRITON = "Triton: the same tile ideas from a compiler (TMA descriptors, persistent)"
 SIZES = (4096, 8192)
 SHAPES = ((2048, 2048, 2048), (8192, 1024, 8192), (4000, 4000, 4096))  # (M, N, K)
@@ -49,7 +49,7 @@ def light_operands(v: wgmma.Variant, m: int, n: int, k: int):
 
 def peer(v: wgmma.Variant, a: torch.Tensor, b: torch.Tensor):
     """(name, callable) of cuBLAS for these types through PyTorch, or None where it has none:
-    lesson 05's answer, which knows the same variant names (torch.mm, torch._scaled_mm)."""
+    lesson 07's answer, which knows the same variant names (torch.mm, torch._scaled_mm)."""
     from kernels.matmul import bench_mma
 
     return bench_mma.peer(v, a, b)
@@ -86,14 +86,14 @@ def one_call_between_events(fn, flop: int) -> float:
 
 
 def staircase(size: int, ceilings: dict[str, float]) -> list[results.Record]:
-    """bf16 at size³: lesson 05's mma.sync kernel, then every step, each beside cuBLAS."""
+    """bf16 at size³: lesson 07's mma.sync kernel, then every step, each beside cuBLAS."""
     from kernels.matmul import mma
 
     v = wgmma.variant("bf16")
     a, b = operands(v, size, size, size)
     flop = timing.matmul_flop(size, size, size)
     fns = {"cuBLAS": lambda: torch.mm(a, b),
-           "05 mma.sync (lesson 05)": lambda: mma.matmul(a, b, "bf16")}
+           "mma.sync (mma.cu)": lambda: mma.matmul(a, b, "bf16")}
     fns.update({f"{s.name}: {s.idea}": bare_launch(s, v, a, b) for s in wgmma.STEPS.values()})
     fns[TRITON] = lambda: triton_tma.matmul(a, b)
     found = rates(fns, flop)
@@ -179,7 +179,7 @@ def capture_timelines(path=None, m: int = 4096, n: int = 4096, k: int = 4096):
 
 def run(quick: bool = False) -> list[results.Record]:
     if reason := wgmma.reason_here():
-        print(f"lesson 07 benchmark skipped: {reason}")
+        print(f"lesson 15 benchmark skipped: {reason}")
         return []
     names = [n for n in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2") if n in wgmma.VARIANTS]
     found = {n: ceiling.wgmma_ceiling(n, repetitions=2 if quick else 5) for n in names}
@@ -232,7 +232,7 @@ def recorded(slug: str = RECORDED, lesson: str = LESSON) -> tuple[str, list[resu
 
 
 def plot_staircase(records: list[results.Record], size: int, environment: str | None = None):
-    """Bars: lesson 05's kernel and each step at ``size``³ (bf16), with the wgmma ceiling and
+    """Bars: lesson 07's kernel and each step at ``size``³ (bf16), with the wgmma ceiling and
     cuBLAS of the same run as lines."""
     from course_utils import plots
 
@@ -242,7 +242,7 @@ def plot_staircase(records: list[results.Record], size: int, environment: str | 
         raise ValueError(f"records expected bf16 staircase entries at {size}^3, found none")
     fig, ax = plots.figure(f"From mma.sync to warp-specialised wgmma: bf16 {size}³",
                            ylabel="TFLOP/s", figsize=(9, 4.8))
-    labels = ["lesson 05\nmma.sync" if "mma.sync" in r.what else "Triton\n(TMA peer)"
+    labels = ["lesson 07\nmma.sync" if "mma.sync" in r.what else "Triton\n(TMA peer)"
               if "Triton" in r.what else r.what.removeprefix("bf16 ").split(":")[0]
               for r in rows]
     colors = ["#7f7f7f" if "mma.sync" in r.what else "#1f77b4" if "Triton" in r.what

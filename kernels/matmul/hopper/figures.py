@@ -1,11 +1,11 @@
-"""Figures of lesson 07, drawn from :mod:`kernels.matmul.hopper.layout` (the kernel's layout).
+"""Figures of lesson 15, drawn from :mod:`kernels.matmul.hopper.layout` (the kernel's layout).
 
     figures.tma_box_swizzle()                       # a TMA box landing in 128B-swizzled smem
     figures.descriptor_fields(layout.descriptor_for(0x400, 1))  # the 64-bit wgmma descriptor
     figures.mbarrier_phases(stages=3, iterations=9)  # slots and parities of the mbarrier ring
 
 Each function returns a matplotlib figure; :func:`save_all` stamps them with the environment
-(``course_utils.plots.save``) and writes them under ``var/figures/``, as lesson 05's figures do.
+(``course_utils.plots.save``) and writes them under ``var/figures/``, as lesson 07's figures do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// The Hopper primitives lesson 07's kernels are built from (kernels/matmul/hopper/wgmma.cu
+// The Hopper primitives lesson 15's kernels are built from (kernels/matmul/hopper/wgmma.cu
 // includes this file below its generated header): mbarriers, TMA loads and stores, the wgmma
 // instruction and its shared-memory descriptor, setmaxnreg, the two epilogues, the timeline, the
 // grouped tile order, (section 2b) the cluster operations of step 5 and (section 5b) split-K's
@@ -251,7 +251,7 @@ __device__ __forceinline__ void registers_grow() {
 
 // ---- 5. the epilogue: registers -> C ----------------------------------------------------------
 // Thread t of the warpgroup holds, for each 8-column block j, rows 16 * (t / 32) + (t % 32) / 4
-// (and + 8) at columns 8 j + 2 (t % 4) (and + 1): lesson 05's m16n8 layout, one per warp.
+// (and + 8) at columns 8 j + 2 (t % 4) (and + 1): lesson 07's m16n8 layout, one per warp.
 template <int BN>
 __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], out_t* c, int M, int N,
                                            int row0, int col0) {

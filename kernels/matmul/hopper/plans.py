@@ -1,5 +1,5 @@
 """A launch prepared once per problem, looked up on every later call: what makes a registered
-Hopper call cost the host about what ``torch.mm`` costs it (lesson 09's overhead table).
+Hopper call cost the host about what ``torch.mm`` costs it (lesson 11's overhead table).
 
 A registered call in a loop repeats one problem: the same operands (addresses, shapes,
 strides), a fresh output each time. Everything but the output is prepared on the first call

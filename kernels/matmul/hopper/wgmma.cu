@@ -1,5 +1,5 @@
 // C = A @ B on Hopper (sm_90a): TMA, wgmma and warp specialisation, in three kernels that make
-// the five steps of lesson 07. Read them in order; each adds one idea to the one before.
+// the five steps of lesson 15. Read them in order; each adds one idea to the one before.
 //
 //   wgmma_basic        step 1: TMA copies a K tile of A and B into shared memory, one warpgroup
 //                      (128 threads) multiplies it with wgmma; load, wait, compute, repeat
@@ -20,7 +20,7 @@
 //                      decoding step), `splits` > 1 also divides K among blocks (split-K).
 //   wgmma_ceiling      the instruction's own ceiling: wgmma on operands already in shared memory
 //
-// Operands are K-major, as in lesson 05: A is [M, K] row-major, B is [K, N] column-major (B^T is
+// Operands are K-major, as in lesson 07: A is [M, K] row-major, B is [K, N] column-major (B^T is
 // [N, K] row-major). C is [M, N] row-major. The kernels are written in BYTES: a K tile is 128
 // bytes of every row (64 bf16/fp16 values or 128 fp8 values), the width of the 128-byte swizzle,
 // and one wgmma reads 32 bytes of K (k16 for 16-bit types, k32 for fp8). So TMA, the shared-memory

@@ -1,4 +1,4 @@
-"""Lesson 07's Hopper matmul: ``wgmma.cu``'s kernels as steps, in every dtype variant.
+"""Lesson 15's Hopper matmul: ``wgmma.cu``'s kernels as steps, in every dtype variant.
 
 A *variant* is a choice of types (bf16, fp16, fp8 e4m3 or e5m2; always fp32 accumulation) and
 with it one ``wgmma`` instruction; a *step* is one kernel of ``wgmma.cu`` with its tile shape,
@@ -6,7 +6,7 @@ ring depth and launch (the staircase of the lesson). The types become the genera
 shapes the kernel's template arguments, so each (step, variant) is one NVRTC program for
 ``sm_90a``: compiled in about a second, cached in memory and under ``var/nvrtc_cache/``.
 
-Operands as lesson 05 takes them: A ``[M, K]`` row-major, B ``[K, N]`` column-major (``b.t()``
+Operands as lesson 07 takes them: A ``[M, K]`` row-major, B ``[K, N]`` column-major (``b.t()``
 contiguous), any M and N, K a multiple of the instruction's K (16, or 32 for fp8). fp8 variants
 return bf16, as ``torch._scaled_mm(..., out_dtype=torch.bfloat16)`` does with unit scales.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import nvrtc, sanitizer
+from course_utils import nvrtc, sanitizer, syllabus
 from kernels.matmul.hopper import plans, tma
 from kernels.registry import one_of
 
@@ -265,8 +265,9 @@ def gpu_reason(capability: tuple[int, int] | None) -> str | None:
         return None
     arch = f"sm_{capability[0]}{capability[1]}"
     if capability < (9, 0):
+        mma = syllabus.lesson("mma_matmul")
         return (f"wgmma and TMA exist on Hopper (sm_90) only; this GPU is {arch}: see lesson "
-                "05's mma.sync kernel")
+                f"{mma.label}'s mma.sync kernels ({mma.title})")
     return (f"wgmma is Hopper's (sm_90a) and does not run on {arch}: Blackwell multiplies with "
             "tcgen05 instead")
 

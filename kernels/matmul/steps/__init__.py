@@ -1,4 +1,4 @@
-"""The steps from a naive matmul to the tensor-core kernel of lesson 05, one idea each.
+"""The steps from a naive matmul to the tensor-core kernel of lesson 07, one idea each.
 
 Each step is a ``.cu`` file of its own (llm.c ``dev/cuda`` style: its header says what it
 changes from the previous one) or a new configuration of the previous step's file (a header
@@ -18,7 +18,7 @@ registered as ``("matmul", "steps", variant)``::
     11_mma_swizzle    mma_swizzle.cu    + the swizzle, ldmatrix.x4 for B
     12_mma_warp_tile  mma_warp_tile.cu  + 64 x 64 warp tiles, double-buffered fragments
 
-and then the full kernel of lesson 06, ``kernels/matmul/mma.cu`` (``("matmul", "mma", "bf16")``).
+and then the full kernel of lesson 08, ``kernels/matmul/mma.cu`` (``("matmul", "mma", "bf16")``).
 All take the lesson's operands: A ``[M, K]`` row-major, B ``[K, N]`` column-major (``b.t()`` is
 contiguous: both operands K-major, as ``torch._scaled_mm`` and ``torch._int_mm`` take them), and
 return C ``[M, N]`` row-major in the inputs' dtype. Each is compiled by NVRTC on first use per

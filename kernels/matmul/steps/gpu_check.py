@@ -1,4 +1,4 @@
-"""One GPU run for lesson 05's steps: every step checked, then the staircase measured.
+"""One GPU run for lesson 07's steps: every step checked, then the staircase measured.
 
     python -m kernels.matmul.steps.gpu_check [OUT_DIR]
 

@@ -1,4 +1,4 @@
-// A step of lesson 05: mma_simple.cu + a multi-stage cp.async pipeline.
+// A step of lesson 07: mma_simple.cu + a multi-stage cp.async pipeline.
 //
 // In mma_simple.cu every warp waits for its K slice to arrive from global memory, computes,
 // and waits again: loads and math never overlap inside a block. Here the shared tiles become a

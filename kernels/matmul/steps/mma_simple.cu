@@ -1,4 +1,4 @@
-// Step 9 of lesson 05: a first tensor-core matmul with mma.sync (bf16 or fp16 in, fp32
+// Step 9 of lesson 07: a first tensor-core matmul with mma.sync (bf16 or fp16 in, fp32
 // accumulate): the full kernel's structure without its speed tricks.
 //
 //   block tile BM x BN = (WARPS_M * WM) x (WARPS_N * WN); each warp owns a WM x WN tile of C

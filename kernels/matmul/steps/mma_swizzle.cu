@@ -1,4 +1,4 @@
-// A step of lesson 05: mma_cp_async.cu + a swizzled shared-memory layout and ldmatrix.x4 for B.
+// A step of lesson 07: mma_cp_async.cu + a swizzled shared-memory layout and ldmatrix.x4 for B.
 //
 // A tile row is BK = 32 elements, 64 bytes: 4 chunks of 16 bytes. One ldmatrix phase reads 8
 // rows at the same chunk; shared memory serves 8 bank groups of 16 bytes per cycle, and rows

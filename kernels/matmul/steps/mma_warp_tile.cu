@@ -1,4 +1,4 @@
-// A step of lesson 05: mma_swizzle.cu + larger warp tiles and double-buffered fragments.
+// A step of lesson 07: mma_swizzle.cu + larger warp tiles and double-buffered fragments.
 //
 // A warp tile of WM x WN loads WM / 16 fragments of A and WN / 8 of B per k step and issues
 // (WM / 16) x (WN / 8) mma: 64 x 64 instead of 32 x 32 doubles the mma per byte read from

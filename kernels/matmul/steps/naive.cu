@@ -1,4 +1,4 @@
-// Steps 1-3 of lesson 05: C = A @ B with one thread per output element, accumulating in fp32.
+// Steps 1-3 of lesson 07: C = A @ B with one thread per output element, accumulating in fp32.
 //
 // Operands as torch's low-precision matmuls take them (both "K-major"):
 //   A [M, K] row-major:     A(m, k) = a[m * K + k]

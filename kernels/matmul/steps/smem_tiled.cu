@@ -1,4 +1,4 @@
-// Steps 4-8 of lesson 05: C = A @ B tiled through shared memory, on the fp32 FMA pipes (no tensor
+// Steps 4-8 of lesson 07: C = A @ B tiled through shared memory, on the fp32 FMA pipes (no tensor
 // cores yet).
 //
 // A block computes a BM x BN tile of C. It walks K in slices of BK: the block copies a BM x BK
