@@ -14,6 +14,7 @@ def main(argv: list[str]) -> int:
         "prepare": "course.prepare",  # lecture mode: build and cache everything first
         "sanitize": "kernels.sanitize",  # on a GPU: compute-sanitizer over every CUDA kernel
         "startup": "course.startup",  # what a fresh kernel costs before a notebook's first line
+        "docs": "course.docs",  # README, teaching.md and docs/results/README.md from records
     }
     if not argv or argv[0] not in commands:
         print(f"usage: python -m course {{{'|'.join(commands)}}} [options]", file=sys.stderr)
