@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from course import plans
 from course_utils import syllabus
 
 FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
@@ -26,15 +27,10 @@ def _markdown(lesson) -> list[str]:
 
 
 def planned_minutes(text: str) -> int:
-    """Minutes in class of the time plan that starts at "Time plan": the last column of its
-    table rows (rows marked "at home" are reading for home, not part of the lecture), or every
-    "N min" of its paragraph."""
+    """Minutes in class of the time plan that starts at "Time plan" (course/plans.py reads it:
+    rows marked "at home" are reading for home, not part of the lecture)."""
     plan = text[text.index("Time plan"):]
-    rows = re.findall(r"^\|([^\n]*)\|\s*(\d+)\s*\|\s*$", plan, flags=re.M)
-    if rows:
-        return sum(int(m) for label, m in rows if not re.search(r"\bat home\b", label, re.I))
-    paragraph = plan.split("\n\n", 1)[0]
-    return sum(int(n) for n in re.findall(r"(\d+) min\b", paragraph))
+    return sum(s.minutes for s in plans.parse(plan) if not s.at_home)
 
 
 def numbers_named(text: str) -> set[int]:
