@@ -126,6 +126,53 @@ OCCUPANCY_CASES = ((256, 32, 0), (1024, 32, 0), (96, 16, 0), (33, 32, 0), (32, 1
                    (128, 32, 100000), (64, 16, 5000), (64, 16, 7040), (64, 16, 7041),
                    (512, 40, 40000), (640, 48, 0), (1, 0, 0), (128, 0, 232448), (100, 16, 0),
                    (32, 200, 0), (64, 200, 0))
+# The fixed cases above miss a unit read wrong: 37 registers round to 40 in steps of 4 a thread
+# as in steps of 8, and 7041 + 1024 bytes to 8192 in steps of 128 as of 256. The sweep below
+# crosses every boundary instead (about 12,000 launches, a few tens of ms): every register count
+# at block sizes from 1 to 32 warps (counts 1-4 above a multiple of 8 are where 128 and 256
+# registers a warp differ), shared memory on and one byte past every multiple of 128 with the
+# driver's KiB (where rounding down, or to 256, differs) up to one byte past the most a block
+# may have, and every block size from 1 to 1024 threads.
+OCCUPANCY_THREADS = (32, 33, 64, 96, 128, 160, 192, 256, 384, 512, 640, 768, 1024)
+
+
+def occupancy_sweep():
+    """The check's launches after :data:`OCCUPANCY_CASES`, deterministic, simplest first."""
+    from course_utils.occupancy import SM90
+
+    for threads in OCCUPANCY_THREADS:
+        for registers in range(256):
+            yield threads, registers, 0
+    for step in range(SM90.shared_reserved, SM90.shared + 1, SM90.shared_unit):
+        for shared in (step - SM90.shared_reserved, step - SM90.shared_reserved + 1):
+            if shared <= SM90.shared_per_block + 1:
+                yield 32, 0, shared
+    for registers in (0, 33, 64, 200, 255):
+        for threads in range(1, 1025):
+            yield threads, registers, 0
+
+
+def _occupancy_hint(threads: int, registers: int, shared: int, limits: dict) -> str:
+    """What decides this launch, and the rounded amounts it takes (not the answer's code)."""
+    from course_utils.occupancy import SM90
+
+    want = min(limits.values())
+    binding = [name for name, blocks in limits.items() if blocks == want]
+    lines = [f"here {' and '.join(binding)} decide: " + ", ".join(
+        f"{name} allow {blocks}" for name, blocks in limits.items())]
+    warps = -(-threads // 32)
+    lines.append(f"{threads} threads are {warps} warp{'s' * (warps != 1)}")
+    if registers:
+        per_warp = -(-registers * 32 // SM90.register_unit) * SM90.register_unit
+        lines.append(f"a warp of {registers} registers a thread needs {registers * 32} "
+                     f"registers, given in multiples of {SM90.register_unit}: {per_warp}, "
+                     f"{SM90.registers // SM90.sub_partitions // per_warp} warps in each of "
+                     f"the {SM90.sub_partitions} sub-partitions")
+    need = shared + SM90.shared_reserved
+    rounded = -(-need // SM90.shared_unit) * SM90.shared_unit
+    lines.append(f"a block takes {shared} + {SM90.shared_reserved} = {need} bytes of shared "
+                 f"memory, given in multiples of {SM90.shared_unit}: {rounded}")
+    return "; ".join(lines)
 
 
 @exercise("nvrtc.occupancy", title="Occupancy, worked out by hand", stub=OCCUPANCY_STUB,
@@ -137,8 +184,12 @@ sub-partitions of 16384; count the warps one sub-partition holds, times 4. **Sha
 each block takes its bytes plus the 1 KiB the driver keeps, rounded up to 128. **Slots**: 32
 blocks. The check compares your function with `course_utils.occupancy` (itself checked against
 CUDA's calculator, `cuda_occupancy.h`, by the tests) on 25 launches chosen so that each rule
-decides at least one of them.""")
+decides at least one of them, then on about 12,000 more that cross every rounding boundary:
+each register count from 0 to 255, shared memory on and just past every step of 128 bytes,
+every block size from 1 to 1024 threads.""")
 def check_occupancy(blocks_per_sm, report) -> None:
+    import itertools
+
     from course_utils import occupancy
 
     expect(callable(blocks_per_sm), f"blocks_per_sm is a {type(blocks_per_sm).__name__}, not a "
@@ -147,16 +198,21 @@ def check_occupancy(blocks_per_sm, report) -> None:
     expect(not names & {"occupancy", "limits_of", "cudaOccupancyMaxActiveBlocksPerMultiprocessor"},
            "blocks_per_sm calls a calculator instead of applying the rules", "work out each "
            "limit from the constants of the stub: warps, registers, shared memory, block slots")
-    for threads, registers, shared in OCCUPANCY_CASES:
+    count = 0
+    for threads, registers, shared in itertools.chain(OCCUPANCY_CASES, occupancy_sweep()):
         got = blocks_per_sm(threads, registers, shared)
         limits = occupancy.limits_of(threads, registers, shared)
         want = min(limits.values())
-        binding = [name for name, blocks in limits.items() if blocks == want]
-        expect(got == want, f"{threads} threads, {registers} registers a thread, {shared} bytes "
-               f"of shared memory: you say {got} blocks per SM, the calculator {want}",
-               f"here {' and '.join(binding)} decide: " + ", ".join(
-                   f"{name} allow {blocks}" for name, blocks in limits.items()))
-    report.line(f"matches CUDA's occupancy rules on {len(OCCUPANCY_CASES)} launches (warps, "
+        count += 1
+        if got != want:
+            swept = "" if count <= len(OCCUPANCY_CASES) else (
+                f" (launch {count} of the check: the {len(OCCUPANCY_CASES)} fixed ones passed)")
+            expect(False, f"{threads} threads, {registers} registers a thread, {shared} bytes "
+                   f"of shared memory: you say {got} blocks per SM, the calculator {want}{swept}",
+                   _occupancy_hint(threads, registers, shared, limits))
+    report.line(f"matches CUDA's occupancy rules on {count} launches: {len(OCCUPANCY_CASES)} "
+                "chosen so that each rule decides one, then every register count 0-255, shared "
+                "memory on and just past each 128-byte step, every block size 1-1024 (warps, "
                 "registers by sub-partition, shared memory with the reserved KiB, block slots)")
 
 

@@ -50,3 +50,33 @@ def test_each_limit_binds_somewhere():
     assert occupancy.blocks_per_sm(128, 32, 100000) == 2  # 101,376 bytes a block
     with pytest.raises(ValueError, match="threads >= 1"):
         occupancy.blocks_per_sm(0, 32, 0)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("register_unit", 128), ("register_unit", 512), ("shared_unit", 256), ("shared_unit", 64),
+    ("shared_reserved", 512), ("shared_reserved", 2048), ("sub_partitions", 1),
+    ("max_blocks", 16), ("max_blocks", 64), ("max_warps", 48)])
+def test_the_exercise_s_launches_tell_each_misread_rule_apart(field, value):
+    """nvrtc.occupancy's launches (the fixed ones and the sweep) hold one where a calculator with
+    one rule read wrong (a rounding unit, the reserved KiB, the sub-partitions, a limit) gives
+    another answer: a student's function with that mistake cannot pass."""
+    import dataclasses
+    import itertools
+
+    from exercises.nvrtc import OCCUPANCY_CASES, occupancy_sweep
+
+    wrong = dataclasses.replace(occupancy.SM90, **{field: value})
+    assert any(occupancy.blocks_per_sm(*launch) != occupancy.blocks_per_sm(*launch, wrong)
+               for launch in itertools.chain(OCCUPANCY_CASES, occupancy_sweep()))
+
+
+def test_the_exercise_s_sweep_crosses_the_rounding_boundaries():
+    from exercises.nvrtc import occupancy_sweep
+
+    launches = set(occupancy_sweep())
+    # register counts 1-4 above a multiple of 8 (where 4 and 8 registers a thread differ)
+    assert {(256, r, 0) for r in range(256) if 1 <= r % 8 <= 4} <= launches
+    # one byte past a multiple of 128 with the driver's KiB, up to past a block's most
+    assert {(32, 0, s) for s in (1, 6145, 6273, 232448, 232449)} <= launches
+    assert {(t, 0, 0) for t in range(1, 1025)} <= launches
+    assert len(launches) < 20000  # (the check stays a few tens of milliseconds)

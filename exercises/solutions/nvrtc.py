@@ -76,6 +76,28 @@ WRONG["nvrtc.occupancy"] = {
         "    return occupancy.blocks_per_sm(threads, registers, shared)\n"),
     # no cap of 32 blocks
     "no block slots": _occupancy("SHARED // per_block, MAX_BLOCKS)", "SHARED // per_block)"),
+    # the two rounding units swapped: registers in 128s a warp (4 a thread), shared memory in
+    # 256-byte steps
+    "rounding units swapped": _occupancy("REGISTER_UNIT = 256 ", "REGISTER_UNIT = 128 ").replace(
+        "SHARED_UNIT = 128 ", "SHARED_UNIT = 256 "),
+    # registers rounded up to 4 a thread (128 a warp), the shared memory right
+    "registers in 128s a warp": _occupancy("REGISTER_UNIT = 256 ", "REGISTER_UNIT = 128 "),
+    # shared memory rounded up to 256 bytes, the registers right
+    "shared memory in 256-byte steps": _occupancy("SHARED_UNIT = 128 ", "SHARED_UNIT = 256 "),
+    # the register rounding applied to the block's registers, not to each warp's
+    "registers rounded per block": _occupancy(
+        "    per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT\n",
+        "    per_block = -(-registers * 32 * warps // REGISTER_UNIT) * REGISTER_UNIT\n"
+        "    per_warp = per_block / warps\n").replace(
+        "REGISTERS // SUB_PARTITIONS // per_warp * SUB_PARTITIONS // warps",
+        "int(REGISTERS // SUB_PARTITIONS // per_warp * SUB_PARTITIONS // warps)"),
+    # registers rounded to 8 a thread by truncating: 37 registers counted as 32
+    "registers rounded down": _occupancy("-(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT",
+                                         "registers * 32 // REGISTER_UNIT * REGISTER_UNIT"),
+    # shared memory rounded down to 128 bytes instead of up
+    "shared memory rounded down": _occupancy(
+        "-(-(shared + SHARED_RESERVED) // SHARED_UNIT) * SHARED_UNIT",
+        "(shared + SHARED_RESERVED) // SHARED_UNIT * SHARED_UNIT"),
 }
 
 # nvrtc.divergence: each pair of warps shares 64 elements, the first taking the even ones
