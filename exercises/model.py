@@ -3,9 +3,12 @@
 * ``model.swap``: the student's RMSNorm backward (lesson 10's formula, in PyTorch operations or
   their own Triton kernel from rmsnorm.backward) behind the course's Triton forward, registered as
   the provider ``rmsnorm/yours`` and swapped into the model by name. The check compares the op's
-  gradients with float64 autograd on awkward shapes (fp32 and bf16), then the whole model's loss
-  and every parameter's gradient with eager's, and three training steps' losses; on a GPU it
-  times the step with the student's norm beside eager's and the course's.
+  gradients with float64 autograd on awkward shapes (fp32 and bf16), asks for the same bits on a
+  second run (in the interpreter, with the programs run in reverse order: an atomic dweight
+  changes), holds dweight over 1152 bf16 rows whose sums nearly cancel to one bf16 rounding
+  (a sum kept in bf16 across chunks fails), then compares the whole model's loss and every
+  parameter's gradient with eager's, and three training steps' losses; on a GPU it times the
+  step with the student's norm beside eager's and the course's.
 * ``model.predict``: the share of the forward's matmul FLOPs that attention's two S × S matmuls
   take, as a formula of the model's sizes, checked against FLOPs counted on the real model
   (``torch.utils.flop_counter``) at random sizes; then set beside the share of the *time* the
@@ -14,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
@@ -100,6 +104,97 @@ def _op_level(kernel) -> str:
             " in float32 and bfloat16")
 
 
+# dweight over many rows in bfloat16: the first CANCEL_FIRST rows' dy · x_hat are all positive,
+# the rest all negative and 8x larger, so each column's dweight is a small difference of two sums
+# of about 650. Summed in float32 and rounded once it is within half a bf16 step of float64's
+# (2^-9 of it); a running sum kept in bf16 across chunks of 1024 rows rounds the first sum by
+# up to 2 (half a step at 650), ten times that.
+CANCEL_ROWS, CANCEL_FIRST, CANCEL_COLS = 1152, 1024, 32
+
+
+def _cancelling(device: str):
+    """(dy, x, weight, rstd) of the many-rows case (fixed seed: the same problem every run)."""
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(CANCEL_ROWS, CANCEL_COLS, generator=gen)
+    weight = 1 + 0.5 * torch.randn(CANCEL_COLS, generator=gen)
+    dy = torch.randn(CANCEL_ROWS, CANCEL_COLS, generator=gen).abs() * x.sign()
+    dy[CANCEL_FIRST:] *= -CANCEL_FIRST / (CANCEL_ROWS - CANCEL_FIRST)
+    x, weight, dy = (t.to(device, torch.bfloat16) for t in (x, weight, dy))
+    rstd = torch.rsqrt(x.double().pow(2).mean(1) + EPS).float()
+    return dy, x, weight, rstd
+
+
+def _many_rows(rmsnorm_backward) -> str:
+    """dweight of :func:`_cancelling` within half a bf16 step of float64's; the report line."""
+    dy, x, weight, rstd = _cancelling(env.DEFAULT_DEVICE)
+    dx, dweight = rmsnorm_backward(dy, x, weight, rstd)
+    what = (f"dweight, {CANCEL_ROWS}x{CANCEL_COLS} bfloat16 whose first {CANCEL_FIRST} rows "
+            f"add dy · x_hat > 0 to every column and the last {CANCEL_ROWS - CANCEL_FIRST} "
+            "take nearly all of it back (a small difference of two sums of about 650)")
+    expect(isinstance(dweight, torch.Tensor) and dweight.dtype == torch.bfloat16,
+           f"{what}: expected a bfloat16 tensor, got "
+           f"{getattr(dweight, 'dtype', type(dweight).__name__)}", SWAP_HINT)
+    _, exact = _exact(x, weight, dy)
+    # one rounding of the float32 sum to bf16 moves it by at most 2^-9 of itself; the float32
+    # sum's own error is far below 1e-5 of the largest column
+    compare(dweight.float(), exact.float(), what=what, rtol=2.0**-8,
+            atol=1e-5 * float(exact.abs().max()),
+            hint="more than a bf16 rounding away: keep dweight's whole sum over the rows in "
+                 "float32 and round it to bf16 once, at the end (a running sum kept in bf16, "
+                 "or chunks added in bf16, loses the low bits of each partial sum)")
+    return (f"dweight over {CANCEL_ROWS} bf16 rows that nearly cancel: within a bf16 rounding "
+            "of float64's (summed in float32)")
+
+
+@contextlib.contextmanager
+def _programs_reversed():
+    """In Triton's interpreter, a launch's programs run in the reverse of their order (each
+    program id once): the interpreter otherwise runs them one after another from 0, always in
+    the same order, where a GPU runs them in whatever order they are scheduled. A sum that
+    depends on that order (tl.atomic_add) then changes as it would between two GPU runs."""
+    if not env.TRITON_INTERPRET:
+        yield
+        return
+    from unittest import mock
+
+    from triton.runtime import interpreter
+
+    original = interpreter.InterpreterBuilder.set_grid_idx
+
+    def reverse(self, x, y, z):
+        nx, ny, nz = self.grid_dim
+        original(self, nx - 1 - x, ny - 1 - y, nz - 1 - z)
+
+    with mock.patch.object(interpreter.InterpreterBuilder, "set_grid_idx", reverse):
+        yield
+
+
+def _reproducible(rmsnorm_backward) -> str:
+    """The same input twice gives the same dx and dweight bit for bit (on a GPU two runs; in the
+    interpreter the second with the programs in reverse order); the report line."""
+    rows, cols = (4096, 512) if env.HAS_CUDA and not env.TRITON_INTERPRET else (64, 48)
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(rows, cols, generator=gen).to(env.DEFAULT_DEVICE)
+    weight = (1 + 0.5 * torch.randn(cols, generator=gen)).to(env.DEFAULT_DEVICE)
+    dy = torch.randn(rows, cols, generator=gen).to(env.DEFAULT_DEVICE)
+    rstd = torch.rsqrt(x.double().pow(2).mean(1) + EPS).float()
+    first = rmsnorm_backward(dy, x, weight, rstd)
+    with _programs_reversed():
+        second = rmsnorm_backward(dy, x, weight, rstd)
+    order = (" (the second with the kernel's programs in the reverse order, as a GPU may run "
+             "them)") if env.TRITON_INTERPRET else ""
+    for name, a, b in zip(("dx", "dweight"), first, second, strict=True):
+        expect(torch.equal(a, b), f"{name} of the same {rows}x{cols} float32 input changed "
+               f"between two runs{order}: {int((a != b).sum())} of {a.numel()} values differ "
+               "in their last bits, so its additions happen in an order that depends on which "
+               "program runs first (tl.atomic_add does that)", "give each program its own row "
+               "of partial, stored once, and add the rows in the launcher (partial.sum(0)): "
+               "no atomics")
+    how = "the second with the programs in reverse order, " if env.TRITON_INTERPRET else ""
+    return (f"dx and dweight bit-identical on a second run of {rows}x{cols} float32 ({how}"
+            "no atomics)")
+
+
 def _model_level(report) -> None:
     """The tiny model with norm='yours' against eager: loss, every gradient, three steps."""
     from kernels.model import EAGER, TINY, Providers, Trainer, Transformer, batch
@@ -169,9 +264,13 @@ and launcher from exercise rmsnorm.backward). The check puts it behind the cours
 forward in
 a `torch.autograd.Function`, registers that as the provider `rmsnorm/yours`, compares its
 gradients with float64 autograd on awkward shapes
-(fp32 and bf16), then swaps it into the model by name (`Providers(norm="yours")`) and compares
-the loss and every parameter's gradient with the eager model's, and three training steps'
-losses; on a GPU it also times the step with your norm beside eager's and the course's.""")
+(fp32 and bf16) and on 1152 bf16 rows whose contributions to `dweight` nearly cancel (summed in
+float32 and rounded once, it is within a bf16 rounding of the exact value), asks for the same
+`dx` and `dweight`, bit for bit, on a second run of the same input (a training run must be
+reproducible: no atomics; in the interpreter the second run takes the kernel's programs in the
+reverse order, as a GPU may), then swaps it into the model by name (`Providers(norm="yours")`)
+and compares the loss and every parameter's gradient with the eager model's, and three training
+steps' losses; on a GPU it also times the step with your norm beside eager's and the course's.""")
 def check_swap(rmsnorm_backward, report) -> None:
     import kernels
 
@@ -184,6 +283,8 @@ def check_swap(rmsnorm_backward, report) -> None:
                               "Triton forward")
     try:
         report.line(_op_level(kernel))
+        report.line(_reproducible(rmsnorm_backward))
+        report.line(_many_rows(rmsnorm_backward))
         _model_level(report)
         _timed(report)
     finally:

@@ -287,3 +287,39 @@ def test_the_step_captured_in_a_cuda_graph_trains_the_same():
         assert abs(a - b) / a < 1e-3, (plain, replayed)
     for a, b in zip(plain_weights, replayed_weights, strict=True):
         torch.testing.assert_close(b, a, atol=1e-3, rtol=1e-2)
+
+
+@pytest.mark.skipif(not env.TRITON_INTERPRET, reason="the interpreter's program order")
+def test_the_swap_check_runs_the_programs_of_its_second_run_in_reverse_order():
+    """model.swap's second run (exercises.model._programs_reversed): every program once, the
+    last first, so an atomic dweight adds in another order than in the first run."""
+    import triton
+    import triton.language as tl
+
+    from exercises.model import _programs_reversed
+
+    @triton.jit
+    def order_kernel(counter_ptr, out_ptr):
+        pid = tl.program_id(0) * 3 + tl.program_id(1)
+        ticket = tl.atomic_add(counter_ptr, 1)
+        tl.store(out_ptr + pid, ticket)
+
+    def tickets():
+        counter, out = torch.zeros(1, dtype=torch.int32), torch.full((12,), -1, dtype=torch.int32)
+        order_kernel[(4, 3)](counter, out)
+        return out.tolist()
+
+    assert tickets() == list(range(12))
+    with _programs_reversed():
+        assert tickets() == list(range(11, -1, -1))
+
+
+def test_lesson_10_s_triton_backward_passes_the_swap_check():
+    """model.swap's statement: the launcher and kernel of exercise rmsnorm.backward work as
+    they are (its bit-for-bit and many-rows cases included)."""
+    import exercises
+    from exercises.solutions import rmsnorm
+
+    names = exercises.load_cell(rmsnorm.SOLUTIONS["rmsnorm.backward"], "lesson10_in_swap")
+    result = exercises.run_check("model.swap", names["rmsnorm_backward"])
+    assert result.status in ("passed", "cannot check here"), str(result)

@@ -1,5 +1,7 @@
 """Solutions (and known-wrong answers) of lesson 12's exercises."""
 
+from exercises.solutions import rmsnorm
+
 _SWAP = '''
 import torch
 
@@ -23,6 +25,8 @@ def attention_share(d_model, n_layers, seq, vocab):
 '''
 
 SOLUTIONS = {"model.swap": _SWAP, "model.predict": _PREDICT}
+# lesson 10's answer (exercise rmsnorm.backward) works here as it is: its wrong answers too
+_RMSNORM_WRONG = rmsnorm.WRONG["rmsnorm.backward"]
 
 
 def _edit(source: str, old: str, new: str) -> str:
@@ -50,6 +54,20 @@ WRONG = {
         # the two gradients in the wrong order
         "swapped": _edit(_SWAP, "return dx.to(x.dtype), dweight.to(weight.dtype)",
                          "return dweight.to(weight.dtype), dx.to(x.dtype)"),
+        # each chunk of 1024 rows summed in float32, the chunks added in weight's dtype: in
+        # bfloat16 every addition rounds the running sum to 8 bits
+        "dweight added up in bf16 by chunks of 1024 rows": _edit(
+            _SWAP, "    dweight = (dy.to(acc) * x_hat).sum(dim=0)\n",
+            "    dweight = torch.zeros_like(weight)\n"
+            "    for start in range(0, x.shape[0], 1024):\n"
+            "        chunk = (dy[start:start + 1024].to(acc) * x_hat[start:start + 1024]).sum(0)\n"
+            "        dweight += chunk.to(weight.dtype)\n"),
+        # lesson 10's Triton backward with every program adding its part of dweight into one
+        # zeroed row with tl.atomic_add: right values, but their last bits follow the order in
+        # which the programs finish
+        "Triton, dweight by tl.atomic_add": _edit(
+            _RMSNORM_WRONG["atomics"], "partial = torch.empty((programs, cols)",
+            "partial = torch.zeros((programs, cols)"),
     },
     "model.predict": {
         "causal halves attention": _edit(_PREDICT, "attention = 2 * seq * d_model + 2 * seq * "
