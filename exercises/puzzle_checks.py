@@ -10,7 +10,10 @@ awkward sizes. One :class:`Puzzle` describes it (its arguments, grid, reference 
    launch, every element of the output written, no masked-off lane without ``other=`` reaching
    it (:mod:`exercises.triton_checks`);
 2. its values against the PyTorch reference, the output filled with NaN first (an element
-   never written shows): interpreted on a CPU, compiled on a GPU.
+   never written shows): interpreted on a CPU, compiled on a GPU. A softmax puzzle's cases
+   include rows whose values (or scores) all sit about -200 (:attr:`Puzzle.shift`), where a
+   maximum that starts at 0 or takes a padding lane's 0 makes every exp underflow; a mismatch
+   names the row and its largest value.
 
 On a GPU whose Triton cannot interpret a copy of a compiled kernel (Triton 3.6 with NumPy 2.4
 or newer), step 1 runs the compiled kernel under compute-sanitizer instead
@@ -62,6 +65,15 @@ class Puzzle:
     # (inputs in float64) -> per element, what TF32 rounding of a value the kernel computes
     # (attention's probabilities, before p @ v) can move the output, in units of 2^-10
     tf32_error: Callable[..., torch.Tensor] | None = None
+    # a case's "shift" s -> {input: the constant added to it}, so that what the row softmax
+    # runs over (``shifted``: "value", "score") sits about s: at s = -200 every row's maximum is
+    # negative, and a maximum that starts at 0, is clamped at 0 or takes a padding's 0 is
+    # larger than all of them (every exp(x - m) underflows to 0)
+    shift: Callable[[float], dict[str, float]] | None = None
+    shifted: str = "value"
+    # (inputs in float64) -> each output row's maximum of what its softmax runs over: a
+    # mismatch then names the row and its maximum
+    row_max: Callable[..., torch.Tensor] | None = None
 
     def stub(self) -> str:
         head = f"def {self.kernel}("
@@ -73,14 +85,15 @@ class Puzzle:
                 f"{head}{params}):\n{doc}\n    ...\n")
 
     def label(self, sizes: dict) -> str:
-        return ", ".join(f"{k} = {v}" for k, v in sizes.items())
+        return ", ".join(f"every {self.shifted} about {v:g}" if k == "shift" else f"{k} = {v}"
+                         for k, v in sizes.items())
 
 
 def _run(p: Puzzle, kernel, sizes: dict, make: Callable,
          out: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` as the puzzle does on inputs ``make(shape)`` and output ``out``; the
+    """Launch ``kernel`` as the puzzle does on inputs ``make(shape, name)`` and output ``out``; the
     inputs by name (a kernel's exception becomes a Mismatch naming them)."""
-    tensors = {name: make(shape(sizes)) for name, shape in p.inputs}
+    tensors = {name: make(shape(sizes), name) for name, shape in p.inputs}
     call_answer(lambda *_: p.launch(kernel, tensors, out, sizes), *tensors.values())
     return tensors
 
@@ -105,7 +118,7 @@ def _expect_written(p: Puzzle, sizes: dict, out: torch.Tensor, seen: dict) -> No
                        "other=0.0 for a sum or a product, other=-float('inf') for a max")
 
 
-def fenced_of(shape: tuple[int, ...]) -> torch.Tensor:
+def fenced_of(shape: tuple[int, ...], name: str = "") -> torch.Tensor:
     """A CPU input of ``shape`` with NaN on both sides (:func:`exercises.triton_checks.fenced`)."""
     return fenced(*shape)
 
@@ -154,10 +167,10 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
         # NaN where nothing was written, and NaN fences around every tensor: compiled, a read
         # past a tensor gives NaN and a store past the output breaks its fence
         out = fenced_copy(torch.full(p.output(sizes), float("nan"), device=device))
-        scale = sizes.get("scale", 1.0)  # large values: where exp overflows without its max
         with np.errstate(all="ignore"):  # (the interpreter's NumPy on a wrong answer's inf)
             tensors = _run(p, kernel, sizes,
-                           lambda s, scale=scale: fenced_copy(_draw(p, s, scale)), out)
+                           lambda s, name, sizes=sizes: fenced_copy(_draw(p, s, sizes, name)),
+                           out)
         expect(not fence_broken(out), f"{p.label(sizes)}: a store landed just outside the "
                "output (its neighbouring memory changed)", p.hint)
         exact = {k: v.double() for k, v in tensors.items()}
@@ -165,7 +178,14 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
         atol = p.tolerance
         if p.tf32_error and not env.TRITON_INTERPRET:  # TF32 inside the kernel: its bound
             atol = p.tolerance + 2.0 ** -9 * p.tf32_error(**exact).float()
-        compare(out, expected, what=p.label(sizes), atol=atol, rtol=p.tolerance, hint=p.hint)
+        what, hint = p.label(sizes), p.hint
+        if p.row_max is not None and (row := _first_wrong_row(out, expected, atol,
+                                                              p.tolerance)) is not None:
+            peak = float(p.row_max(**exact)[row])
+            what = f"{what}: row {row}, whose largest {p.shifted} is {peak:.5g}"
+            if peak < 0:
+                hint = f"{NEGATIVE_MAX}; {hint}"
+        compare(out, expected, what=what, atol=atol, rtol=p.tolerance, hint=hint)
     how = "in Triton's interpreter" if env.TRITON_INTERPRET else "compiled, on the GPU"
     report.line(f"matches the reference {how} on " + "; ".join(p.label(s) for s in p.cases))
     if p.tf32:
@@ -176,10 +196,33 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
     report.line(bounds)
 
 
-def _draw(p: Puzzle, shape: tuple[int, ...], scale: float) -> torch.Tensor:
-    """Random inputs of ``shape``; for a TF32 puzzle rounded to multiples of 1/8 (see
-    :attr:`Puzzle.tf32`)."""
-    x = scale * torch.randn(*shape, device=env.DEFAULT_DEVICE)
+NEGATIVE_MAX = ("every value this row's softmax runs over is negative here, so its maximum "
+                "is too: a maximum that starts at 0, is clamped at 0 or takes a padding lane's "
+                "0 is larger than all of them, every exp(x - m) underflows to 0 and 0 / 0 is "
+                "NaN; start the maximum at -inf and make every padding lane -inf before taking "
+                "it")
+
+
+def _first_wrong_row(out: torch.Tensor, expected: torch.Tensor, atol, rtol: float) -> int | None:
+    """The first row of ``out`` that :func:`exercises.compare` would reject (None: none)."""
+    g, e = out.detach().float().cpu(), expected.detach().float().cpu()
+    if g.shape != e.shape or g.dim() != 2:
+        return None
+    if isinstance(atol, torch.Tensor):
+        close = ((g - e).abs() <= atol.float().cpu() + rtol * e.abs()) | (g == e)
+        bad = ~(close | (g.isnan() & e.isnan()))
+    else:
+        bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    rows = bad.any(1).nonzero()
+    return int(rows[0]) if len(rows) else None
+
+
+def _draw(p: Puzzle, shape: tuple[int, ...], sizes: dict, name: str) -> torch.Tensor:
+    """Random inputs of ``shape`` (times the case's ``scale``, plus what its ``shift`` adds to
+    this input); for a TF32 puzzle rounded to multiples of 1/8 (see :attr:`Puzzle.tf32`)."""
+    x = sizes.get("scale", 1.0) * torch.randn(*shape, device=env.DEFAULT_DEVICE)
+    if "shift" in sizes:
+        x += p.shift(sizes["shift"]).get(name, 0.0)
     return (x * 8).round().clamp(-1023, 1023) / 8 if p.tf32 else x
 
 
@@ -206,7 +249,8 @@ def puzzle_child(source: str, small: bool) -> dict:
     for sizes in p.cases:
         print(json.dumps({"case": p.label(sizes)}), flush=True)
         out = torch.empty(p.output(sizes), device="cuda")
-        _run(p, getattr(answer, p.kernel), sizes, lambda s: torch.randn(*s, device="cuda"), out)
+        _run(p, getattr(answer, p.kernel), sizes, lambda s, _: torch.randn(*s, device="cuda"),
+             out)
         torch.cuda.synchronize()
     return {"ok": True}
 

@@ -125,8 +125,8 @@ _SOFTMAX = Puzzle(
     reference=lambda x: torch.softmax(x, dim=1),
     launch=lambda k, t, z, s: k[(s["N0"],)](t["x"], z, s["N0"], s["T"], BT=128),
     cases=({"N0": 4, "T": 100}, {"N0": 3, "T": 1}, {"N0": 2, "T": 128},
-           {"N0": 2, "T": 100, "scale": 100.0}),
-    reduces=True,
+           {"N0": 2, "T": 100, "scale": 100.0}, {"N0": 3, "T": 127, "shift": -200.0}),
+    reduces=True, shift=lambda s: {"x": s}, row_max=lambda x: x.amax(1),
     hint="load the row with other=-float('inf') (exp(-inf) = 0 adds nothing), subtract "
          "tl.max(x, axis=0) before tl.exp, divide by tl.sum")
 
@@ -140,8 +140,9 @@ _LONG_SOFTMAX = Puzzle(
     reference=lambda x: torch.softmax(x, dim=1),
     launch=lambda k, t, z, s: k[(s["N0"],)](t["x"], z, s["N0"], s["T"], BT=64),
     cases=({"N0": 3, "T": 1000}, {"N0": 2, "T": 64}, {"N0": 2, "T": 1},
-           {"N0": 2, "T": 300, "scale": 100.0}),
-    reduces=True,
+           {"N0": 2, "T": 300, "scale": 100.0}, {"N0": 2, "T": 63}, {"N0": 2, "T": 65},
+           {"N0": 3, "T": 129, "shift": -200.0}),
+    reduces=True, shift=lambda s: {"x": s}, row_max=lambda x: x.amax(1),
     hint="per chunk: m_new = max(m, tl.max(chunk)); s = s * exp(m - m_new) + tl.sum(exp(chunk - "
          "m_new)); chunks load with other=-float('inf'); then a second pass stores")
 
@@ -190,8 +191,11 @@ _ATTENTION = Puzzle(
     # p is rounded to TF32 before p @ v: each output moves by up to 2^-10 of sum_j p_j |v_j|
     tf32_error=lambda q, k, v: torch.softmax(q @ k.T / 4.0, dim=1) @ v.abs(),
     launch=lambda kern, t, o, s: kern[(1,)](t["q"], t["k"], t["v"], o, s["S"], BS=32, D=16),
-    cases=({"S": 20}, {"S": 32}, {"S": 1}, {"S": 20, "scale": 8.0}), tolerance=1e-3,
-    reduces=True, tf32=True,
+    cases=({"S": 20}, {"S": 32}, {"S": 1}, {"S": 20, "scale": 8.0}, {"S": 31, "shift": -200.0}),
+    tolerance=1e-3, reduces=True, tf32=True,
+    # q about s / 40 and k about 10 in every dimension: q k^T / 4 about 16 · (s / 40) · 10 / 4
+    shift=lambda s: {"q": s / 40, "k": 10.0}, shifted="score",
+    row_max=lambda q, k, v: (q @ k.T / 4.0).amax(1),
     hint="load q, k, v as BS x D blocks (rows < S, other=0.0); scores = tl.dot(q, tl.trans(k)) "
          "/ sqrt(D); set the columns of keys >= S to -inf before the row softmax; "
          "o = tl.dot(p, v), stored for rows < S")

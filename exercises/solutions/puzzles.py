@@ -263,6 +263,14 @@ WRONG = {
                                "e / tl.sum(e, axis=0))"),
         "divided by the max": _edit("puzzles.softmax", "e / tl.sum(e, axis=0)",
                                     "e / tl.max(e, axis=0)"),
+        # the row loaded with 0.0 past T, the padding masked only after the maximum: a row of
+        # negative values gets the maximum 0, and every exp(x - 0) underflows
+        "padding 0 in the maximum": _edit(
+            "puzzles.softmax", "other=-float(\"inf\"))\n    e = tl.exp(x - tl.max(x, axis=0))",
+            "other=0.0)\n    e = tl.where(cols < T, tl.exp(x - tl.max(x, axis=0)), 0.0)"),
+        # the maximum clamped at 0 (a guard against -inf that also moves a negative maximum)
+        "maximum clamped at 0": _edit("puzzles.softmax", "tl.exp(x - tl.max(x, axis=0))",
+                                      "tl.exp(x - tl.maximum(tl.max(x, axis=0), 0.0))"),
     },
     "puzzles.long_softmax": {
         # the second pass forgets the max: exp(x) overflows for large values
@@ -280,6 +288,20 @@ WRONG = {
         # the second pass's store unmasked: writes past the row (and past z)
         "store unmasked": _edit("puzzles.long_softmax", "tl.exp(x - m) / s, mask=cols < T)",
                                 "tl.exp(x - m) / s)"),
+        # the running maximum started at 0, not -inf: right while some value is positive
+        "running max started at 0": _edit("puzzles.long_softmax", '    m = -float("inf")\n',
+                                          "    m = 0.0\n"),
+        # the chunks loaded with 0.0 past T for the maximum, the sum masked instead: the last
+        # chunk's padding puts 0 into the running maximum
+        "padding 0 in the maximum": _edit(
+            "puzzles.long_softmax",
+            "        x = tl.load(x_ptr + row * T + cols, mask=cols < T, other=-float(\"inf\"))\n"
+            "        m_new = tl.maximum(m, tl.max(x, axis=0))\n"
+            "        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)",
+            "        x = tl.load(x_ptr + row * T + cols, mask=cols < T, other=0.0)\n"
+            "        m_new = tl.maximum(m, tl.max(x, axis=0))\n"
+            "        s = s * tl.exp(m - m_new) + tl.sum(tl.where(cols < T, tl.exp(x - m_new), "
+            "0.0), axis=0)"),
     },
     "puzzles.matvec": {
         # the store unmasked: rows past N0 written past z
@@ -327,6 +349,18 @@ WRONG = {
             "tl.sum(p, axis=1)[:, None]", "tl.sum(p, axis=0)[None, :]"),
         # q, k, v loads unmasked: reads past the end of each when S < BS
         "loads unmasked": _edit("puzzles.attention", "mask=inside, other=0.0)", ")"),
+        # the maximum taken before the padded keys are set to -inf: their scores (0, from the
+        # zero rows of k) join it, and a row of negative scores gets the maximum 0
+        "padding 0 in the maximum": _edit(
+            "puzzles.attention",
+            "    scores = tl.where((rows < S)[None, :], scores, -float(\"inf\"))  # keys past S: "
+            "weight 0\n    p = tl.exp(scores - tl.max(scores, axis=1)[:, None])",
+            "    m = tl.max(scores, axis=1)\n"
+            "    scores = tl.where((rows < S)[None, :], scores, -float(\"inf\"))\n"
+            "    p = tl.exp(scores - m[:, None])"),
+        # the maximum clamped at 0 (a guard against -inf that also moves a negative maximum)
+        "maximum clamped at 0": _edit("puzzles.attention", "tl.max(scores, axis=1)[:, None]",
+                                      "tl.maximum(tl.max(scores, axis=1), 0.0)[:, None]"),
     },
 }
 
