@@ -13,9 +13,10 @@ compiled, in fp32, fp16 and bf16, then measured against SDPA's flash backend. Ea
 which.
 
 The checks try the math's corners, not only random inputs: blocks of ``-inf`` before and after
-real values, large scores with and without a causal mask, causal with Sq < Sk and Sq > Sk, block
-shapes whose causal diagonal leaves a row a fully masked block after real ones, and the
-log-sum-exp the forward saves for the backward beside its output.
+real values, rows whose every value is negative (about -200), large scores with and without a
+causal mask, causal with Sq < Sk and Sq > Sk, block shapes whose causal diagonal leaves a row a
+fully masked block after real ones, and the log-sum-exp the forward saves for the backward
+beside its output.
 ``exercises/solutions/attention.py`` keeps the wrong answers each must reject.
 """
 
@@ -76,6 +77,10 @@ STILL_INF = ("exp(-inf - (-inf)) is NaN: while the maximum is still -inf, subtra
 MASKED_AFTER = ("a block of -inf after real values adds nothing: m stays, l stays; subtract the "
                 "running maximum m_new (finite by then) from every value, not the block's own "
                 "maximum (-inf there)")
+NEGATIVE = ("m_new must be the largest value seen, negative or not: the guard against -inf "
+            "(0 while nothing real was seen) belongs only in what you subtract, never in the m "
+            "you return, and m must not be clamped at 0; with every value about -200, m = 0 "
+            "makes every exp(x - m) underflow to 0 (l = 0, log l = -inf)")
 
 # The check's kernel: one program per row, your online_step over blocks, then one more pass
 _STREAM_KERNEL = '''
@@ -120,8 +125,9 @@ scalars, starting at `−inf` and `0`), calls your `online_step(m, l, x)` on eac
 `BLOCK` values (padded with `−inf` past the row's end), then writes `exp(x − m) / l` and the
 log-sum-exp `m + log l`. Rescale what was summed when the maximum grows, and mind a block that
 is all `−inf` while `m` is still `−inf` (`exp(−inf − (−inf))` is NaN): padding masks and
-bottom-right causal masks make such blocks. `tl.max(x, 0)`, `tl.sum(x, 0)`, `tl.exp`,
-`tl.maximum`, `tl.where` are all you need.""")
+bottom-right causal masks make such blocks. The running maximum is the largest value seen, even
+when every value is negative (the check has rows of values about −200). `tl.max(x, 0)`,
+`tl.sum(x, 0)`, `tl.exp`, `tl.maximum`, `tl.where` are all you need.""")
 def check_online_step(online_step, report) -> None:
     device, _ = _where()
     block = 64
@@ -132,6 +138,13 @@ def check_online_step(online_step, report) -> None:
     rows = torch.randn(4, 256)  # every row ends elsewhere: 1, 64, 65 and 200 real values
     for row, n in enumerate((1, 64, 65, 200)):
         rows[row, n:] = float("-inf")
+    # every value negative (each row's maximum below -190), and the same after a masked first
+    # block with masked entries scattered among the real ones: a maximum clamped at 0, or a
+    # guard's 0 returned as m, is larger than every value there
+    negative = torch.randn(3, 200) - 200
+    late = torch.randn(3, 200) - 200
+    late[:, :70] = float("-inf")
+    late[:, 75::7] = float("-inf")
     cases = [("one column 3x1", torch.randn(3, 1), ""),
              ("5x300 (ragged last block)", torch.randn(5, 300), ""),
              ("4x64 (one block)", torch.randn(4, 64), ""),
@@ -142,7 +155,11 @@ def check_online_step(online_step, report) -> None:
               -torch.arange(256.0).repeat(2, 1) / 4 + torch.randn(2, 256), KEEP_MAX),
              ("first 70 of 3x200 masked (-inf)", first, STILL_INF),
              ("last 190 of 3x300 masked (whole -inf blocks after real ones)", after, MASKED_AFTER),
-             ("rows of 4x256 ending at 1, 64, 65, 200 (-inf after)", rows, MASKED_AFTER)]
+             ("rows of 4x256 ending at 1, 64, 65, 200 (-inf after)", rows, MASKED_AFTER),
+             ("every value about -200, 3x200 (each row's maximum below -190)", negative,
+              NEGATIVE),
+             ("first 70 of 3x200 masked (-inf), then values about -200 with every 7th masked",
+              late, NEGATIVE)]
     hint = ("when the maximum grows from m to m_new, every term summed so far shrinks by "
             "exp(m - m_new): l_new = l * exp(m - m_new) + sum(exp(x - m_new))")
     for dtype in (torch.float32, torch.float16):  # the row's dtype (loaded, then float32)
@@ -158,7 +175,8 @@ def check_online_step(online_step, report) -> None:
             compare(y, torch.softmax(x.double(), dim=1).float(), what=f"{label}: softmax",
                     atol=1e-6, rtol=1e-5, hint=why or hint)
     report.line(f"softmax and log-sum-exp right on {len(cases)} rows in float32 and float16 "
-                f"(-inf blocks before and after real values, |x| ~ 1e3); "
+                f"(-inf blocks before and after real values, |x| ~ 1e3, every value about "
+                f"-200); "
                 f"{_ran_on(device, [torch.float32, torch.float16])}")
 
 

@@ -67,6 +67,23 @@ def online_step(m, l, x):
     return m_new, l_new
 '''
 
+_ONLINE_CLAMPED = _HEAD + '''
+@triton.jit
+def online_step(m, l, x):
+    m_new = tl.maximum(m, tl.max(x, 0))
+    m_new = tl.where(m_new == float("-inf"), 0.0, m_new)  # the guard kept in the returned m
+    l_new = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)
+    return m_new, l_new
+'''
+
+_ONLINE_AT_LEAST_0 = _HEAD + '''
+@triton.jit
+def online_step(m, l, x):
+    m_new = tl.maximum(tl.maximum(m, tl.max(x, 0)), 0.0)  # never -inf: a guard by clamping
+    l_new = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)
+    return m_new, l_new
+'''
+
 # --------------------------------------------------------------------------------------------
 _ATTEND = _HEAD + '''
 @triton.jit
@@ -270,7 +287,9 @@ WRONG = {
                        "NaN on a block of -inf": _ONLINE_NAN,
                        "no maximum subtracted": _ONLINE_NO_MAX,
                        "the block's maximum as the running one": _ONLINE_BLOCK_MAX,
-                       "NaN on a block of -inf after real values": _ONLINE_MERGE},
+                       "NaN on a block of -inf after real values": _ONLINE_MERGE,
+                       "the -inf guard returned as the maximum (0)": _ONLINE_CLAMPED,
+                       "the maximum clamped at 0": _ONLINE_AT_LEAST_0},
     "attention.attend_block": {"acc not rescaled by alpha": _ATTEND_NO_ALPHA,
                         "exp where the scale is in log2 units": _ATTEND_EXP,
                         "the mask ignored": _ATTEND_NO_MASK,
