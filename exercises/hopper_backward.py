@@ -4,8 +4,9 @@ signature.
 
 The check launches your kernel as :func:`~kernels.scaled_attention.quantize.quantize_blocks`
 does (one program per block of ``SCALE_BLOCK`` rows of one (batch, head)) on awkward problems
-(S not a multiple of 128, S < 128, D = 80, an all-zero block, an outlier token, keys-contiguous
-V, B·H > 1 with non-contiguous strides, bf16 input) and holds it to
+(S not a multiple of 128, S < 128, D = 80, an all-zero block and one of values ~1e-30, an
+outlier token, keys-contiguous V, B·H > 1 with non-contiguous strides, bf16 input) and holds it
+to
 :func:`~kernels.scaled_attention.quantize.quantize_blocks_torch`: every scale within 2^-22 of
 the reference's (a rounding or two of float32), every value within half an e4m3 step of
 ``x / scale`` (what rounding to nearest allows). Not bit for bit: compiled, Triton's ``/`` on
@@ -13,12 +14,16 @@ float32 is an approximate division (the course's kernel calls ``tl.math.div_rn``
 reference's bits), so a right answer may differ from the reference in the last bit of a scale
 and, where ``x / scale`` lies at a rounding tie, by one e4m3 step; the report says how many
 values came out equal bit for bit. In Triton's interpreter every access is checked against the
-launch's tensors (:mod:`exercises.triton_checks`); on a GPU an interpreted copy runs first, then
-the compiled kernel, in a child process (a wrong address may fault). ``exercises/solutions/
-hopper_backward.py`` keeps the wrong answers.
+launch's tensors (:mod:`exercises.triton_checks`), and the addresses are checked where a batch
+or head starts past 2^31 elements, with the strides of such a tensor and no memory touched
+(:func:`_expect_wide_offsets`: int32 offsets wrap around there); on a GPU an interpreted copy
+runs first, then the compiled kernel, in a child process (a wrong address may fault).
+``exercises/solutions/hopper_backward.py`` keeps the wrong answers.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -62,8 +67,14 @@ WHOLE = ("each block of SCALE_BLOCK rows of a head has a scale of its own, from 
          "block's small values below e4m3's 2^-6, where they lose bits or become 0")
 PADDING = ("the rows past seq and the columns past head_dim must load as 0 (other=0.0): 0 "
            "changes no block's largest |x|, any other value may become it")
-FLOOR = ("an all-zero block has amax 0: its scale must be the floor, "
-         "tl.maximum(amax / E4M3_MAX, SCALE_FLOOR), or x / scale is 0 / 0 = NaN")
+FLOOR = ("every block whose amax / 448 is below SCALE_FLOOR takes the floor as its scale, "
+         "tl.maximum(amax / E4M3_MAX, SCALE_FLOOR): an all-zero block (amax 0, or x / scale is "
+         "0 / 0 = NaN), and a block of values ~1e-30 too (amax / 448 ~ 2e-33, whose inverse "
+         "float32 cannot hold)")
+INT64 = ("the batch and head offsets pass 2^31 elements in a large tensor (16 × 32 × 32768 × "
+         "128 is 2^31): tl.program_id and the strides below 2^31 are int32, and an int32 "
+         "product wraps around; make b and h int64 (.to(tl.int64)) before they multiply the "
+         "strides")
 FORMAT_MAX = ("the scale maps the block's largest |x| onto e4m3's largest value, E4M3_MAX = 448; "
               "240 is e4m3fnuz's (AMD) and 127 int8's: they waste more than a bit of range")
 DIVIDE = ("x8 = x / scale (so the block's largest |x| lands on 448 and x ≈ x8 · scale); x · scale "
@@ -98,6 +109,7 @@ def _cases(device: str):
     ragged[:, :, 256:] *= 0.01  # the last, ragged block's values are small
     zero = _x(1, 2, 384, 64, device=device)
     zero[:, 1, 128:256] = 0
+    zero[:, 0, 128:256] *= 1e-29  # values ~1e-30: amax / 448 far below SCALE_FLOOR (2^-60)
     spike = _x(1, 2, 384, 64, device=device)
     spike[0, 0, 300] *= 1000  # one outlier token, in the last block of head 0
     strided = _x(2, 200, 3, 48, dtype=torch.bfloat16, device=device).transpose(1, 2)
@@ -106,7 +118,8 @@ def _cases(device: str):
              ragged, False),
             ("S = 50 < 128, D = 80 (not a power of 2), 1x2", _x(1, 2, 50, 80, device=device),
              False),
-            ("an all-zero block (head 1, rows 128-255), S = 384, D = 64, 1x2", zero, False),
+            ("an all-zero block (head 1, rows 128-255) and a block of values ~1e-30 (head 0, "
+             "rows 128-255), S = 384, D = 64, 1x2", zero, False),
             ("an outlier token 1000x the others (head 0, row 300), S = 384, D = 64, 1x2", spike,
              False),
             ("V keys-contiguous (x8 (B, H, D, S) memory), S = 200, D = 64, 2x2",
@@ -162,8 +175,8 @@ def _hint(x, y, got, want, keys_contiguous: bool) -> str:
     if (padded & got.isnan()).any():
         return PADDING  # (a masked load without other=: its masked-off lanes are undefined)
     zero = want == SCALE_FLOOR
-    if zero.any() and ((got[zero] <= 0) | got[zero].isnan() | ys[zero].isnan().any(-1).any(-1)
-                       ).any():
+    if zero.any() and ((got[zero] < SCALE_FLOOR * (1 - SCALE_RTOL)) | got[zero].isnan()
+                       | ys[zero].isnan().any(-1).any(-1)).any():
         return FLOOR
     live = ~zero & got.isfinite() & (got > 0)
     ratio = (got[live] / want[live]).median().item() if live.any() else float("nan")
@@ -233,6 +246,116 @@ def _expect_case(label: str, x, x8, scale, keys_contiguous: bool) -> int:
                    f"({int(bad.sum())} value(s) off by more than half an e4m3 step)", hint)
 
 
+# Offsets past 2^31 elements. A tensor that large (8 GiB in float32) cannot be allocated here,
+# and none is needed: the check launches the kernel in the interpreter with strides as a large
+# tensor has them (2^30 elements between batches, or between heads, so that batch or head 2
+# starts at element 2^31), with every load and store switched off (each lane's address
+# recorded, no memory touched: loads give 0), and compares the addresses with those of a
+# 64-bit computation. An int32 product b · sxb wraps around to -2^31 there, in the interpreter
+# as compiled (NumPy's int32 arithmetic wraps as the GPU's does). Three batches or heads because
+# a stride of 2^31 or more is an int64 argument already, which would hide an int32 index.
+WIDE_STRIDE = 1 << 30
+WIDE_SEQ, WIDE_DIM = 130, 16  # two blocks, the second ragged; small: only addresses are made
+
+
+def _wide_problems():
+    """(label, (B, H), x strides, x8 strides): B = 3 with 2^30 elements between batches, then
+    H = 3 with 2^30 between heads (x8's the same, keys-contiguous for the heads)."""
+    s, d = WIDE_SEQ, WIDE_DIM
+    return [(f"B = 3 with 2^30 elements between batches (batch 2 starts at element 2^31), "
+             f"S = {s}, D = {d}", (3, 1), (WIDE_STRIDE, s * d, d, 1), (WIDE_STRIDE, s * d, d, 1)),
+            (f"H = 3 with 2^30 elements between heads (head 2 starts at element 2^31), "
+             f"S = {s}, D = {d}, x8 keys-contiguous", (1, 3), (3 * s * d, WIDE_STRIDE, d, 1),
+             (3 * s * d, WIDE_STRIDE, 1, s))]
+
+
+@contextlib.contextmanager
+def _addresses_only():
+    """Every interpreted load and store inside the block records its active lanes' addresses
+    (with the program and the element size) and touches no memory; loads give ``other`` (0)."""
+    from unittest import mock
+
+    from triton.runtime import interpreter
+
+    from exercises.triton_checks import _array
+
+    load = interpreter.InterpreterBuilder.create_masked_load
+    store = interpreter.InterpreterBuilder.create_masked_store
+    seen: list[tuple[str, tuple[int, ...], int, np.ndarray]] = []
+
+    def off(kind, ptrs, mask):
+        size = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
+        addresses = _array(ptrs).astype(np.uint64)
+        active = np.broadcast_to(_array(mask).astype(bool), addresses.shape)
+        program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
+        seen.append((kind, program, size, addresses[active]))
+        none = np.zeros(addresses.shape, dtype=bool)
+        if isinstance(mask, np.ndarray):  # (a tensor descriptor's mask is a plain array)
+            return none
+        return type(mask)(none, mask.dtype.scalar if hasattr(mask.dtype, "scalar")
+                          else mask.dtype)
+
+    def loading(self, ptrs, mask, other, *rest, **options):
+        return load(self, ptrs, off("load", ptrs, mask), other, *rest, **options)
+
+    def storing(self, ptrs, value, mask, *rest, **options):
+        return store(self, ptrs, value, off("store", ptrs, mask), *rest, **options)
+
+    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \
+            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", storing), \
+            np.errstate(all="ignore"):
+        yield seen
+
+
+def _expected_addresses(base: int, size: int, b: int, h: int, strides, seq: int,
+                        dim: int) -> set[int]:
+    sb, sh, ss, sd = strides
+    return {base + size * (b * sb + h * sh + r * ss + c * sd) for r in range(seq)
+            for c in range(dim)}
+
+
+def _expect_wide_offsets(kernel) -> str:
+    """Mismatch unless the kernel's addresses are right where batch or head offsets pass 2^31
+    elements (see WIDE_STRIDE); the report line."""
+    from kernels.scaled_attention import quantize as q
+    from kernels.scaled_matmul import E4M3
+
+    s, d = WIDE_SEQ, WIDE_DIM
+    n = q.scale_blocks(s)
+    for label, (b, h), sx, s8 in _wide_problems():
+        x = torch.zeros(b * h * s * d)  # (real, small: nothing is read or written)
+        x8 = torch.zeros(b * h * s * d, dtype=E4M3)
+        scale = torch.zeros(b * h * n)
+        with _addresses_only() as seen:
+            kernel[(n, b * h)](x, x8, scale, s, d, h, n, *sx, *s8, SCALE_FLOOR=q.SCALE_FLOOR,
+                               E4M3_MAX=q.E4M3_MAX, SCALE_BLOCK=q.SCALE_BLOCK, BLOCK_D=d,
+                               INTERPRETED=True)
+        for bh in range(b * h):
+            bi, hi = divmod(bh, h)
+            for what, kind, base, size, strides in (
+                    ("loaded from x", "load", x.data_ptr(), 4, sx),
+                    ("stored to x8", "store", x8.data_ptr(), 1, s8)):
+                want = _expected_addresses(base, size, bi, hi, strides, s, d)
+                got = set()
+                for k, program, width, addresses in seen:
+                    if k == kind and width == size and program[1] == bh:
+                        got.update(int(a) for a in addresses)
+                if got == want:
+                    continue
+                stray = sorted(got - want)
+                where = (f"element {(stray[0] - base) // size - (1 << 64) // size:,} of its "
+                         f"memory" if stray and stray[0] - base >= 1 << 63 else
+                         f"element {(stray[0] - base) // size:,} of its memory" if stray else
+                         "nothing there")
+                first = bi * strides[0] + hi * strides[1]
+                raise Mismatch(f"{label}: the programs of batch {bi}, head {hi} (its rows start "
+                               f"at element {first:,}) {what} {where} "
+                               f"({len(want - got):,} of its {len(want):,} elements missed)",
+                               INT64 if first >= 1 << 31 else STRIDES)
+    return ("addresses right where a batch or head starts past 2^31 elements (strides of a "
+            "large tensor, no memory touched)")
+
+
 def _check_all(kernel, device: str, interpreting: bool) -> tuple[list[str], int, int]:
     labels, same, total = [], 0, 0
     for label, x, keys_contiguous in _cases(device):
@@ -261,14 +384,17 @@ Q, K and V before the fp8 forward. One program per block of `SCALE_BLOCK` = 128 
 one (batch, head): load the block (rows past `seq` and columns past `head_dim` masked, reading
 0, so that they cannot be its largest value), take its largest `|x|`, store the scale
 `max(amax / 448, SCALE_FLOOR)`, and store `x / scale` clamped to ±448 as e4m3, every address
-through its tensor's own strides (V's `x8` is keys-contiguous: the same code, other strides).
+through its tensor's own strides (V's `x8` is keys-contiguous: the same code, other strides),
+in int64 where it can pass 2³¹ elements (a batch or head offset of a large tensor).
 The docstring gives the grid, where each scale goes, and the line that rounds to e4m3 under the
 interpreter (`e4m3_grid`, given: the interpreter's own cast is wrong).
 
 The check holds your kernel to `quantize_blocks_torch`, the PyTorch reference, on S = 300
-(ragged), S = 50, D = 80, an all-zero block, an outlier token 1000× the others,
-keys-contiguous V, and six heads of a non-contiguous bf16 view; in the interpreter every load
-and store is checked against the tensors. Not bit for bit: each scale must be within 2⁻²² of
+(ragged), S = 50, D = 80, an all-zero block and a block of values ~1e-30 (both below the
+floor), an outlier token 1000× the others, keys-contiguous V, and six heads of a non-contiguous
+bf16 view; in the interpreter every load and store is checked against the tensors, and its
+addresses where batch or head 2 starts at element 2³¹ (the strides of such a tensor, with no
+memory touched). Not bit for bit: each scale must be within 2⁻²² of
 the reference's and each value within half an e4m3 step of `x / scale`, because compiled,
 Triton's `/` is an approximate division that may differ from the reference's IEEE one in the
 last bit (`tl.math.div_rn` is the IEEE one); the report counts the values that came out
@@ -291,17 +417,24 @@ def check_quantize(quantize_kernel, report) -> None:
                        "in", PADDING)
     if env.TRITON_INTERPRET:
         labels, same, total = _check_all(quantize_kernel, "cpu", True)
+        wide = _expect_wide_offsets(quantize_kernel)
         where = "checked in Triton's interpreter on the CPU, every access inside the tensors"
     elif env.HAS_CUDA:
         first, _, _ = _check_all(interpreted(quantize_kernel), "cpu", True)  # every address
         labels, same, total = _check_all(quantize_kernel, "cuda", False)
-        memory = first[0] if first[0].startswith("not verified") else \
-            "every access inside the tensors in Triton's interpreter"
+        if first[0].startswith("not verified"):  # (no interpreted copy on this Triton)
+            memory = first[0]
+            wide = ("not verified on this machine: the addresses past 2^31 elements (they are "
+                    "checked on an interpreted copy of your kernel)")
+        else:
+            memory = "every access inside the tensors in Triton's interpreter"
+            wide = _expect_wide_offsets(interpreted(quantize_kernel))
         where = f"{memory}; compiled on {torch.cuda.get_device_name()}"
     else:
         raise CannotCheck("Triton needs a CUDA GPU or its interpreter (TRITON_INTERPRET=1)")
     expect(total > 0, "no case ran", VALUES)
     report.line(f"scales and e4m3 values right on {len(labels)} problems (ragged S, S < 128, "
-                f"D = 80, an all-zero block, an outlier, keys-contiguous V, a non-contiguous "
-                f"bf16 view); {same} of {total} values equal to the reference bit for bit; "
-                f"{where}")
+                f"D = 80, an all-zero block and one of values ~1e-30, an outlier, "
+                f"keys-contiguous V, a non-contiguous bf16 view); {same} of {total} values "
+                f"equal to the reference bit for bit; {where}")
+    report.line(wide)

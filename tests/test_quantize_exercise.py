@@ -2,6 +2,7 @@
 hand-written wrong answer gets "not yet" with the hint that names its mistake."""
 
 import pytest
+import torch
 
 import exercises
 from course_utils import env
@@ -23,6 +24,9 @@ HINTS = {
     "x8 stored with x's strides": hopper_backward.STRIDES,
     "x8 assumed contiguous": hopper_backward.STRIDES,
     "x times the scale": hopper_backward.DIVIDE,
+    "the floor only for an all-zero block": hopper_backward.FLOOR,
+    "int32 batch and head offsets": hopper_backward.INT64,
+    "the head offset in int32": hopper_backward.INT64,
 }
 
 
@@ -72,3 +76,22 @@ def test_the_quantiser_in_pytorch_is_not_the_kernel():
 
     result = exercises.run_check(ID, quantize_blocks_torch)
     assert result.status == "not yet" and "expected a @triton.jit kernel" in str(result)
+
+
+def test_the_wide_offsets_are_addresses_only():
+    """The 2^31-element problems touch no memory (their strides reach 2 GiB past a tensor of
+    a few KiB): every load and store lane is recorded and switched off."""
+    from kernels.scaled_attention import quantize as q
+    from kernels.scaled_matmul import E4M3
+
+    names = exercises.load_cell(SOLUTIONS[ID], "test_13_quantize_wide")
+    assert "2^31" in hopper_backward._expect_wide_offsets(names["quantize_kernel"])
+    x, x8, scale = torch.arange(8.0), torch.zeros(8, dtype=E4M3), torch.full((1,), -1.0)
+    with hopper_backward._addresses_only() as seen:
+        q.quantize_kernel[(1, 1)](x, x8, scale, 8, 1, 1, 1, 8, 8, 1, 1, 8, 8, 1, 1,
+                                  SCALE_FLOOR=q.SCALE_FLOOR, E4M3_MAX=q.E4M3_MAX,
+                                  SCALE_BLOCK=q.SCALE_BLOCK, BLOCK_D=1, INTERPRETED=True)
+    kinds = sorted({(kind, size) for kind, _, size, _ in seen})
+    assert kinds == [("load", 4), ("store", 1), ("store", 4)], kinds
+    assert sum(len(a) for kind, _, _, a in seen if kind == "load") == 8
+    assert scale.item() == -1.0 and not x8.float().any()  # nothing written

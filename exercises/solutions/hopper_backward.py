@@ -90,6 +90,17 @@ _X8_CONTIGUOUS = _quantize(
     "x8_ptr + (bh.to(tl.int64) * seq + rows[:, None]) * head_dim + dims[None, :]")
 # multiplied by the scale instead of divided
 _MULTIPLY = _quantize(_DIVIDE, "    y = tl.clamp(x * scale, -E4M3_MAX, E4M3_MAX)\n")
+# the floor only where the block is all zero: a block of values ~1e-30 gets amax / 448 ~ 2e-33,
+# a scale below SCALE_FLOOR (the reference's, and what keeps 1 / scale finite)
+_FLOOR_AT_ZERO = _quantize("tl.maximum(tl.math.div_rn(amax, E4M3_MAX), SCALE_FLOOR)",
+                           "tl.where(amax == 0, SCALE_FLOOR, tl.math.div_rn(amax, E4M3_MAX))")
+# the batch and head offsets in int32 (tl.program_id's type): b · sxb wraps around past 2^31
+# elements, a (B, H, S, D) tensor of 16 × 32 × 32768 × 128
+_INT32 = _quantize("b, h = (bh // n_heads).to(tl.int64), (bh % n_heads).to(tl.int64)",
+                   "b, h = bh // n_heads, bh % n_heads")
+# only the batch offset in int64: h · sxh wraps around where one batch passes 2^31 elements
+_INT32_HEAD = _quantize("b, h = (bh // n_heads).to(tl.int64), (bh % n_heads).to(tl.int64)",
+                        "b, h = (bh // n_heads).to(tl.int64), bh % n_heads")
 
 # hopper_backward.dq_add: the lines attention_bwd_fused.cu holds between its markers
 _DQ_ADD = '''
@@ -180,6 +191,9 @@ def DQ_ADD(dq_sum, dq_acc, scale):
     "x8 stored with x's strides": _X_STRIDES,
     "x8 assumed contiguous": _X8_CONTIGUOUS,
     "x times the scale": _MULTIPLY,
+    "the floor only for an all-zero block": _FLOOR_AT_ZERO,
+    "int32 batch and head offsets": _INT32,
+    "the head offset in int32": _INT32_HEAD,
 }}
 
 EQUIVALENT = {"hopper_backward.quantize": {
