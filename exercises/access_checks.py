@@ -1,8 +1,10 @@
-"""On a GPU, the property a CUDA exercise teaches, from Nsight Compute's counters: coalescing
-(global sectors per sector of data), bank conflicts (shared-memory wavefronts per instruction)
-and the accesses threads really make (16-byte or 4-byte). The answer's kernel is profiled in a
+"""The property a CUDA exercise teaches, from Nsight Compute's counters: coalescing (global
+sectors per sector of data), bank conflicts (shared-memory wavefronts per instruction) and the
+accesses threads really make (16-byte or 4-byte). On a GPU the answer's kernel is profiled in a
 child under ``ncu`` (:func:`access_counters`); where ncu cannot measure here, a line says so,
-and under COURSE_STRICT=1 that is "cannot check here" (:func:`unmeasured`).
+and under COURSE_STRICT=1 that is "cannot check here" (:func:`unmeasured`). Without a GPU the
+same counters come from the CPU runner, which sees every address of every warp
+(:mod:`course_utils.cuda_on_cpu`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ def access_counters(id: str, source: str, kernel: str, timeout: float = 600) -> 
     permission for the counters)."""
     from course_utils import ncu, ncu_source
 
+    if not env.HAS_CUDA:  # the CPU runner counts what ncu would (the same metric names)
+        from exercises.kernel_checks import cpu_launches
+
+        cpu_launches(kernel)  # forget earlier launches
+        profile_setup(id, str(child_source_file(id, source)))()
+        return cpu_launches(kernel)
     if reason := ncu.unavailable_reason():
         return reason
     call, path = f"{__name__}:profile_setup", str(child_source_file(id, source))

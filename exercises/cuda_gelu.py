@@ -79,20 +79,23 @@ def check_silu(source, report) -> None:
     expect("st.global.v4.f32" in ptx, "the PTX has no 16-byte store (st.global.v4.f32)",
            "store a float4 on the aligned path too")
     verified = "compiles for sm_90 (NVRTC); the PTX has 16-byte loads and stores"
+    ran = (f"matches F.silu on lengths {', '.join(map(str, SILU_LENGTHS))}, misaligned x and y "
+           "(x inside NaN, nothing written outside y)")
     if not env.HAS_CUDA:
-        raise kernel_checks.cpu_verdict(
-            "cuda_gelu.silu", report, [verified],
-            f"running it against F.silu on lengths {', '.join(map(str, SILU_LENGTHS))} and on "
-            "misaligned inputs and outputs (x inside NaN, y fenced on both sides), "
-            "compute-sanitizer memcheck, that aligned groups of four take the float4 path "
-            "(Nsight Compute's counters) and the speed: they need a GPU", recorded_last=True)
+        kernel_checks.decide_on_cpu(
+            "cuda_gelu.silu", source, report, [verified], "running it against F.silu, "
+            "compute-sanitizer memcheck, the float4 path (Nsight Compute's counters) and the "
+            "speed need a GPU", SILU_HINT, ran)
+        access_checks.expect_access("cuda_gelu.silu", source, "silu_kernel", report,
+                                    "the float4 path on aligned memory", silu_access)
+        report.line(kernel_checks.NOT_TIMED)
+        return
     report.line(verified)
     kernel_checks.expect_child_ok(kernel_checks.run_child("cuda_gelu.silu", source), SILU_HINT,
                                   "a misaligned float4 access or an index past n: check the "
                                   "alignment of both pointers and that 4t + 3 < n before the "
                                   "vector path")
-    report.line(f"matches F.silu on lengths {', '.join(map(str, SILU_LENGTHS))}, misaligned "
-                "x and y (in a child process; x inside NaN, nothing written outside y)")
+    report.line(f"{ran} (in a child process)")
     for line in kernel_checks.sanitize("cuda_gelu.silu", source, ("memcheck",)):
         report.line(line)
     access_checks.expect_access("cuda_gelu.silu", source, "silu_kernel", report,
@@ -137,9 +140,7 @@ def _silu_launch(kernel, x, y):
 def silu_child(source: str, small: bool) -> dict:
     """The GPU child of cuda_gelu.silu (run by :func:`exercises.kernel_checks.run_child`; ``small``:
     exact allocations, under compute-sanitizer)."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
+    kernel, device = kernel_checks.load(source, "silu_kernel"), kernel_checks.device()
     if small:
         cases = SILU_EXACT
     else:
@@ -148,17 +149,17 @@ def silu_child(source: str, small: bool) -> dict:
         label = (f"n={n}" if n else "empty") + (f", x {4 * ox} bytes off alignment" if ox else
                                                 "") + (f", y {4 * oy} bytes off" if oy else "")
         print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        made = torch.randn(n, device="cuda")
+        made = torch.randn(n, device=device)
         if small:  # each its own allocation (a view 1-3 elements into one when misaligned)
-            x = made if not ox else torch.randn(n + ox, device="cuda")[ox:]
-            y = torch.full((n + oy,), kernel_checks.FENCE, device="cuda")[oy:]
+            x = made if not ox else torch.randn(n + ox, device=device)[ox:]
+            y = torch.full((n + oy,), kernel_checks.FENCE, device=device)[oy:]
             outside = lambda: None  # noqa: E731  (memcheck sees it)
         else:
             x = kernel_checks.poisoned(made, pad=64, offset=ox)
-            y, outside = kernel_checks.fenced(n, "cuda", pad=64, offset=oy)
+            y, outside = kernel_checks.fenced(n, device, pad=64, offset=oy)
         before = x.clone()
         _silu_launch(kernel, x, y)
-        torch.cuda.synchronize()
+        kernel_checks.synchronize()
         if where := outside():
             return {"mismatch": f"{label}: your kernel wrote {where}",
                     "hint": "store a float4 only when all four elements exist (4t + 3 < n), "
@@ -175,10 +176,8 @@ def silu_child(source: str, small: bool) -> dict:
 def silu_profile(source: str):
     """The call Nsight Compute profiles (:func:`exercises.access_checks.access_counters`): the
     answer on :data:`SILU_PROFILED`."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, "silu_kernel", verbose=False)
-    tensors = [(torch.randn(n + ox, device="cuda")[ox:], torch.empty(n + oy, device="cuda")[oy:])
+    kernel, device = kernel_checks.load(source, "silu_kernel"), kernel_checks.device()
+    tensors = [(torch.randn(n + ox, device=device)[ox:], torch.empty(n + oy, device=device)[oy:])
                for n, ox, oy in SILU_PROFILED]
 
     def call():

@@ -1,8 +1,8 @@
 """Exercises of lesson 04, the first CUDA kernels: a 2-D grid (first_kernels.flip_rows, a whole
 kernel described by a :class:`~exercises.spec_checks.Spec`) and a privatised histogram
-(first_kernels.histogram). Both are compiled and their SASS read on any machine; on a GPU they run
-in a child process on awkward sizes (input surrounded by poison, output fenced), under
-compute-sanitizer, and are timed.
+(first_kernels.histogram). Both are compiled and their SASS read on any machine, then run on awkward
+sizes (input surrounded by poison, output fenced): on a GPU in a child process, under
+compute-sanitizer, and timed; without one on this CPU (:mod:`course_utils.cuda_on_cpu`).
 """
 
 from __future__ import annotations
@@ -270,22 +270,23 @@ def check_histogram(source, report) -> None:
     verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}: shared-memory atomics, "
                 "the bins zeroed and a barrier before and after the counting, global atomics "
                 f"only in the flush; {found.resources.registers} registers, no local memory")
+    cases = ", ".join(f"{n} ({bins} bins{', ' + kind if kind != 'uniform' else ''})"
+                      for n, bins, kind in HIST_CASES)
     if not env.HAS_CUDA:
-        raise kernel_checks.cpu_verdict(
-            "first_kernels.histogram", report, [verified],
-            "the counts against torch.bincount on n = "
-            f"{', '.join(str(n) for n, _, _ in HIST_CASES)} (one bin, 1024 bins, values out of "
-            "range, skewed values), compute-sanitizer (memcheck, racecheck) and the speed: they "
-            "need a GPU", recorded_last=True)
+        kernel_checks.decide_on_cpu(
+            "first_kernels.histogram", source, report, [verified], "the counts against "
+            "torch.bincount, compute-sanitizer (memcheck, racecheck) and the speed need a GPU",
+            HIST_HINT, f"matches torch.bincount on n = {cases} (x inside zeros, nothing written "
+            "outside counts, shared memory starting as garbage)")
+        report.line(kernel_checks.NOT_TIMED)
+        return
     report.line(verified)
     ran = kernel_checks.run_child("first_kernels.histogram", source, timeout=HIST_CHILD_TIMEOUT)
     kernel_checks.expect_child_ok(ran, HIST_HINT,
                                   "an index outside local or counts: check 0 <= v < bins "
                                   "before counting and b < bins in the zeroing and the flush")
-    report.line("matches torch.bincount on n = " + ", ".join(
-        f"{n} ({bins} bins{', ' + kind if kind != 'uniform' else ''})"
-        for n, bins, kind in HIST_CASES) + " (in a child process; x inside zeros, nothing "
-        "written outside counts)")
+    report.line(f"matches torch.bincount on n = {cases} (in a child process; x inside zeros, "
+                "nothing written outside counts)")
     for line in kernel_checks.sanitize("first_kernels.histogram", source,
                                        ("memcheck", "racecheck")):
         report.line(line)
@@ -328,24 +329,28 @@ extern "C" __global__ void dirty_shared() {
 def histogram_child(source: str, small: bool) -> dict:
     """The GPU child of first_kernels.histogram (run by :func:`exercises.kernel_checks.run_child`;
     ``small``: exact allocations, for compute-sanitizer)."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, "histogram_shared", verbose=False)
-    dirty = nvrtc.kernel(DIRTY_SHARED, "dirty_shared", verbose=False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kernel, device = kernel_checks.load(source, "histogram_shared"), kernel_checks.device()
+    if device == "cuda":
+        dirty = kernel_checks.load(DIRTY_SHARED, "dirty_shared")
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+    else:  # the CPU runner fills each block's shared memory with garbage itself
+        dirty, sms = None, 0
     pad = 1024
-    for n, bins, kind in HIST_SMALL if small else HIST_CASES:
+    # (on a CPU every access is checked against exact bounds as it runs, so the sanitizer's
+    # cases join the others)
+    cases = HIST_SMALL if small else HIST_CASES + (HIST_SMALL if device == "cpu" else ())
+    for n, bins, kind in cases:
         label = f"n={n}, {bins} bins, {kind} values"
         print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        made = hist_values(n, bins, kind, "cuda")
+        made = hist_values(n, bins, kind, device)
         if small:
-            x, counts = made, torch.zeros(bins, device="cuda", dtype=torch.int32)
+            x, counts = made, torch.zeros(bins, device=device, dtype=torch.int32)
             outside = lambda: None  # noqa: E731  (memcheck sees it)
         else:
-            x = torch.full((n + 2 * pad,), HIST_POISON, device="cuda", dtype=torch.int32)
+            x = torch.full((n + 2 * pad,), HIST_POISON, device=device, dtype=torch.int32)
             x = x[pad:pad + n]
             x.copy_(made)
-            fence = torch.full((bins + 2 * pad,), HIST_FENCE, device="cuda", dtype=torch.int32)
+            fence = torch.full((bins + 2 * pad,), HIST_FENCE, device=device, dtype=torch.int32)
             counts = fence[pad:pad + bins]
             counts.zero_()
 
@@ -358,10 +363,10 @@ def histogram_child(source: str, small: bool) -> dict:
                         + f" (counts has {bins} bins)"
                 return None
 
-        if not small:
+        if dirty and not small:
             dirty(grid=8 * sms, block=256)
         kernel(x, counts, n, bins, grid=hist_blocks(n), block=HIST_THREADS)
-        torch.cuda.synchronize()
+        kernel_checks.synchronize()
         if where := outside():
             return {"mismatch": f"{label}: your kernel wrote outside counts, at {where}",
                     "hint": "only bins 0 .. bins - 1 exist: check b < bins in the flush"}

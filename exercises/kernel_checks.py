@@ -12,7 +12,12 @@ steps below). The steps:
 2. **read the SASS** (:mod:`exercises.sass_checks`): the census holds what the statement asks
    for, no local memory, and a barrier between the stores into shared memory and the loads from
    it, both ways inside a loop;
-3. **without a GPU**: "cannot check here", listing what was verified, what needs a GPU, and the
+3. **without a GPU**: the same cases run on this CPU (:mod:`course_utils.cuda_on_cpu`: every
+   thread of every block, in three orders, each load and store checked against the tensors'
+   bounds and alignment, shared and global memory watched for races, the sectors and bank
+   wavefronts of each warp's accesses counted as Nsight Compute counts them;
+   :func:`decide_on_cpu`). Only a kernel that uses what a CPU cannot run (inline PTX, tensor
+   cores, TMA) gets "cannot check here", listing what was verified, what needs a GPU, and the
    reference solution's recorded GPU result (:func:`cpu_verdict`; the record is written by
    ``python -m course exercises mutants --record`` on a GPU);
 4. **on a GPU**: the kernel runs in a child process (a faulting kernel poisons the CUDA context
@@ -30,8 +35,10 @@ runs the exercise's child function (:data:`CHILDREN`) and prints its verdict.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import io
 import json
 import re
 import subprocess
@@ -187,6 +194,92 @@ def cpu_verdict(id: str, report: Report, verified: list[str], needs_gpu: str,
     for line in recorded_lines(id):
         report.line(line)
     return CannotCheck(f"not verified here: {needs_gpu}")
+
+
+# --------------------------------------------------------------------------------------------
+# Where the kernel runs: the GPU, or this CPU
+# --------------------------------------------------------------------------------------------
+
+_ON_CPU: list = []  # the kernels load() made on this CPU, latest last (their launches' counters)
+CPU_RAN = ("on this CPU: every thread of every block, run in three orders; each load and store "
+           "checked against the tensors' bounds and alignment; shared and global memory watched "
+           "for races")
+NOT_TIMED = ("not timed here: a CPU running one thread at a time says nothing of a GPU's speed "
+             "(a GPU times it against the copy bandwidth)")
+
+
+def device() -> str:
+    """Where the exercises' kernels run: "cuda", or "cpu" (:mod:`course_utils.cuda_on_cpu`)."""
+    return "cuda" if env.HAS_CUDA else "cpu"
+
+
+def load(source: str, name: str, **kwargs):
+    """Kernel ``name`` of ``source``, loaded where :func:`device` says (the same call either
+    way: ``kernel(*args, grid=..., block=...)``); ``kwargs`` as :func:`course_utils.nvrtc.kernel`'s
+    (``defines``)."""
+    if env.HAS_CUDA:
+        from course_utils import nvrtc
+
+        return nvrtc.kernel(source, name, verbose=False, **kwargs)
+    from course_utils import cuda_on_cpu
+
+    kernel = cuda_on_cpu.kernel(source, name, **kwargs)
+    _ON_CPU.append(kernel)
+    del _ON_CPU[:-16]
+    return kernel
+
+
+def synchronize() -> None:
+    if env.HAS_CUDA:
+        torch.cuda.synchronize()
+
+
+def run_here(id: str, source: str) -> dict:
+    """Exercise ``id``'s child function (:data:`CHILDREN`) on this CPU, in this process: its
+    verdict, with a fault of the kernel as a mismatch naming the case, and {"unsupported": why}
+    where the kernel uses what a CPU cannot run. (In this process: the CPU runner stops a kernel
+    that faults or never ends, so the notebook is safe; a child would cost seconds.)"""
+    from course_utils import cuda_on_cpu
+
+    if reason := cuda_on_cpu.unavailable_reason():
+        return {"unsupported": reason}
+    module, function = CHILDREN[id].split(":")
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            return getattr(importlib.import_module(module), function)(source, False)
+    except cuda_on_cpu.KernelFault as fault:
+        said = _said(out.getvalue())
+        case = said[-1].get("case", "") if said else ""
+        return {"mismatch": f"{case}: {fault}" if case else str(fault), "fault": fault.kind}
+    except (cuda_on_cpu.Unsupported, cuda_on_cpu.CompileError) as err:
+        return {"unsupported": f"this CPU cannot run it ({err})"}
+
+
+def decide_on_cpu(id: str, source: str, report: Report, verified: list[str], needs_gpu: str,
+                  hint: str, ran: str) -> None:
+    """Without a GPU: exercise ``id``'s cases run on this CPU (:func:`run_here`): a Mismatch
+    for a wrong answer (``hint`` unless the fault gives its own), else report lines saying what
+    was verified and ``ran`` (what the cases showed). Where this CPU cannot run the kernel,
+    :func:`cpu_verdict` ("cannot check here", ``needs_gpu`` naming what was not checked)."""
+    result = run_here(id, source)
+    if "unsupported" in result:
+        raise cpu_verdict(id, report, verified, f"{needs_gpu}; {result['unsupported']}",
+                          recorded_last=True)
+    for line in verified:
+        report.line(line)
+    if "mismatch" in result:
+        raise Mismatch(result["mismatch"], result.get("hint") or hint)
+    report.line(f"{ran} ({CPU_RAN})")
+
+
+def cpu_launches(kernel: str) -> list[dict]:
+    """The counters (Nsight Compute's names) of every launch of ``kernel`` made on this CPU
+    since the last call, in order."""
+    found = [launch.metrics for k in _ON_CPU if k.name == kernel for launch in k.launches]
+    for k in _ON_CPU:
+        k.launches.clear()
+    return found
 
 
 # --------------------------------------------------------------------------------------------

@@ -95,21 +95,23 @@ def check_smem(loop, report) -> None:
     except ProbeUnavailable as why:
         unprobed = (f"; the accesses of your loop (bounds, coalescing, bank conflicts): NVRTC "
                     f"could not run it at compile time ({why})")
+    ran = (f"matches float64 at {', '.join(f'{m}x{n}x{k}' for m, n, k in SMEM_SHAPES)}; "
+           "nothing written past C")
     if not env.HAS_CUDA:
-        raise kernel_checks.cpu_verdict(
-            "mma_matmul.smem", report, verified,
-            "the values (against a float64 reference), the ragged "
-            "edges, out-of-bounds accesses (memcheck) and races (racecheck): they need a GPU"
-            + unprobed)
+        kernel_checks.decide_on_cpu(
+            "mma_matmul.smem", program, report, verified, "the values (against a float64 "
+            "reference), memcheck, racecheck and the speed need a GPU" + unprobed,
+            SMEM_HINT, ran)
+        report.line(kernel_checks.NOT_TIMED)
+        return
     for line in verified:
         report.line(line)
     if unprobed:
         report.line("not verified" + unprobed.replace("; the accesses", " the accesses", 1)
                     + " (only the values and memcheck below)")
     result = kernel_checks.run_child("mma_matmul.smem", program)
-    kernel_checks.expect_child_ok(result, "check the zero-fill of the staging at the edges "
-                                          "and the guard on the store")
-    report.line(f"matches float64 at {', '.join(result['cases'])}; nothing written past C")
+    kernel_checks.expect_child_ok(result, SMEM_HINT)
+    report.line(ran)
     for line in kernel_checks.sanitize("mma_matmul.smem", program):
         report.line(line)
     rate, naive, cublas = result["rate"], result["naive"], result["cublas"]
@@ -117,14 +119,18 @@ def check_smem(loop, report) -> None:
                 f"{naive:.2f}), {rate / cublas:.2f}x cuBLAS fp32 ({cublas:.1f}), same run")
 
 
+SMEM_SHAPES = ((1, 1, 1), (17, 33, 5), (33, 65, 40), (64, 48, 32), (130, 70, 200))
+SMEM_HINT = "check the zero-fill of the staging at the edges and the guard on the store"
+
+
 def smem_child(program: str, small: bool) -> dict:
     """Run the spliced mma_matmul.smem kernel on the GPU (the child of kernel_checks)."""
-    from course_utils import nvrtc, timing
+    from course_utils import timing
     from kernels.matmul import steps
 
-    kernel = nvrtc.kernel(program, "matmul_smem", defines={"TILE": SMEM_TILE}, verbose=False)
-    shapes = [(17, 33, 5), (33, 20, 40)] if small else [
-        (1, 1, 1), (17, 33, 5), (33, 65, 40), (64, 48, 32), (130, 70, 200)]
+    kernel = kernel_checks.load(program, "matmul_smem", defines={"TILE": SMEM_TILE})
+    device = kernel_checks.device()
+    shapes = [(17, 33, 5), (33, 20, 40)] if small else SMEM_SHAPES
 
     def launch(a, bt, c, m, n, k):
         kernel(a, bt, c, m, n, k, grid=(-(-n // SMEM_TILE), -(-m // SMEM_TILE)),
@@ -133,13 +139,13 @@ def smem_child(program: str, small: bool) -> dict:
     for m, n, k in shapes:
         label = f"{m}x{n}x{k}"
         print(json.dumps({"case": label}), flush=True)
-        a = torch.randn(m, k, device="cuda")
-        bt = torch.randn(n, k, device="cuda")  # B column-major: the rows of bt are B's columns
+        a = torch.randn(m, k, device=device)
+        bt = torch.randn(n, k, device=device)  # B column-major: the rows of bt are B's columns
         # whole tile rows of C past its end: a block's rows past M land there
-        c, guard = kernel_checks.guarded(m * n, "cuda", guard=2 * SMEM_TILE * max(n, SMEM_TILE))
+        c, guard = kernel_checks.guarded(m * n, device, guard=2 * SMEM_TILE * max(n, SMEM_TILE))
         c = c.view(m, n)
         launch(a, bt, c, m, n, k)
-        torch.cuda.synchronize()
+        kernel_checks.synchronize()
         if not guard.isnan().all():
             return {"mismatch": f"{label}: your kernel wrote past the end of C",
                     "hint": "store C(row, col) only when row < M and col < N"}
@@ -150,7 +156,7 @@ def smem_child(program: str, small: bool) -> dict:
             return {"mismatch": wrong.message, "hint": "a NaN left is an element never stored; "
                     "wrong values at the edges: the zero-fill of the staging"}
     verdict = {"ok": True, "cases": [f"{m}x{n}x{k}" for m, n, k in shapes]}
-    if not small:
+    if not small and device == "cuda":
         n = 2048
         a, bt = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
         c = torch.empty(n, n, device="cuda")

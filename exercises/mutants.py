@@ -118,6 +118,10 @@ def generate(exercise: str, source: str) -> list[Mutant]:
     return list(found.values())
 
 
+# where a wrong answer came from (Mutant.operator for those not generated)
+ORIGIN = {"hand-written": "hand-written", "blind": "blind"}
+
+
 def hand_written(exercise: str) -> list[Mutant]:
     """The exercise's known-wrong answers of ``exercises/solutions`` (``WRONG[id]``)."""
     from exercises import solutions
@@ -266,12 +270,18 @@ def solution_ok(outcome: Outcome) -> bool:
 
 
 def _summary(exercise: str, outcomes: list[Outcome]) -> str:
+    """One exercise's line: wrong answers rejected, "not yet" and "cannot check here" counted
+    apart (a CPU that cannot decide a wrong answer has not rejected it the way a GPU does), by
+    where they came from; then every one not rejected."""
     first, wrong = outcomes[0], outcomes[1:]
     killed = sum(o.killed for o in wrong)
-    generated = sum(o.mutant.operator != "hand-written" for o in wrong)
-    lines = [f"{exercise:16s} {killed:3d}/{len(wrong):3d} rejected ({generated} generated, "
-             f"{len(wrong) - generated} hand-written, "
-             f"{len(all_mutants(exercise)[1])} equivalent listed); solution: {first.status}"]
+    not_yet = sum(o.status == "not yet" for o in wrong)
+    origins = collections.Counter(ORIGIN.get(o.mutant.operator, "generated") for o in wrong)
+    lines = [f"{exercise:16s} {killed:3d}/{len(wrong):3d} rejected ({not_yet} not yet, "
+             f"{killed - not_yet} cannot check here; "
+             + ", ".join(f"{origins[k]} {k}" for k in ("generated", "hand-written", "blind")
+                         if origins[k])
+             + f", {len(all_mutants(exercise)[1])} equivalent listed); solution: {first.status}"]
     if not solution_ok(first):
         lines.extend(f"    SOLUTION {ln}" for ln in first.said.splitlines()[:6])
     for o in wrong:
@@ -330,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     wrong = [o for e in ids for o in results[e][1:]]
     alive = [o for o in wrong if not o.killed]
     failed = [e for e in ids if not solution_ok(results[e][0])]
+    undecided = sum(o.killed and o.status != "not yet" for o in wrong)
     print(f"\n{len(wrong) - len(alive)}/{len(wrong)} wrong answers rejected"
+          + (f" ({undecided} of them only as cannot check here)" if undecided else "")
           + ("" if not alive else f"; {len(alive)} NOT rejected (listed above)")
           + (f"; the solution of {', '.join(failed)} did not pass" if failed else
              f"; all {len(ids)} solutions pass"))

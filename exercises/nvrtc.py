@@ -231,6 +231,7 @@ DIVERGENCE_THREADS = 256
 PROBED_BLOCKS = 2  # element_of is evaluated for every thread of this many blocks
 # n: empty, one element, a warp and a bit, the end inside a warp of either parity, several blocks
 DIVERGENCE_LENGTHS = (0, 1, 2, 31, 33, 63, 65, 255, 257, 1000, 4099, 1 << 20)
+CPU_DIVERGENCE_MAX = 1 << 16
 DIVERGENCE_SMALL = (4099,)
 DIVERGENCE_HINT = ("give each warp 32 elements of one parity, and keep the pair of warps 2k, "
                    "2k + 1 on the same 64 elements: warp 2k the even ones, warp 2k + 1 the odd "
@@ -305,18 +306,20 @@ def check_divergence(element_of, report) -> None:
                 f"threads of {PROBED_BLOCKS} blocks: each block's elements once each, one "
                 "parity per warp, 64 floats per warp at most; the kernel compiles for sm_90 "
                 f"({found.resources.registers} registers, no local memory)")
+    ran = (f"matches the reference on n = {', '.join(map(str, _divergence_lengths()))} (x "
+           "inside NaN, nothing written outside y)")
     if not env.HAS_CUDA:
-        raise kernel_checks.cpu_verdict(
-            "nvrtc.divergence", report, [verified], "the values on n = "
-            f"{', '.join(map(str, DIVERGENCE_LENGTHS[:8]))}, ... (x inside NaN, y fenced), "
-            "compute-sanitizer memcheck and the time against the lane-divergent kernel: they "
-            "need a GPU", recorded_last=True)
+        kernel_checks.decide_on_cpu(
+            "nvrtc.divergence", program, report, [verified], "the values, compute-sanitizer "
+            "memcheck and the time against the lane-divergent kernel need a GPU",
+            DIVERGENCE_HINT, ran)
+        report.line(kernel_checks.NOT_TIMED)
+        return
     report.line(verified)
     kernel_checks.expect_child_ok(kernel_checks.run_child("nvrtc.divergence", program),
                                   DIVERGENCE_HINT, "an element past n: element_of must keep "
                                   "block b's threads on elements 256 b .. 256 b + 255")
-    report.line(f"matches the reference on n = {', '.join(map(str, DIVERGENCE_LENGTHS))} (in a "
-                "child process; x inside NaN, nothing written outside y)")
+    report.line(f"{ran} (in a child process)")
     for line in kernel_checks.sanitize("nvrtc.divergence", program, ("memcheck",)):
         report.line(line)
     _time_divergence(program, report)
@@ -342,6 +345,13 @@ def _time_divergence(program: str, report) -> None:
                                     "should run one loop, not both; a busy GPU shrinks it)"))
 
 
+def _divergence_lengths() -> tuple[int, ...]:
+    """:data:`DIVERGENCE_LENGTHS`, on a CPU without the largest (256 steps an element, one
+    thread at a time: the small ones already cross every block and warp boundary)."""
+    return DIVERGENCE_LENGTHS if env.HAS_CUDA else tuple(
+        n for n in DIVERGENCE_LENGTHS if n <= CPU_DIVERGENCE_MAX)
+
+
 def even_odd_reference(x: torch.Tensor) -> torch.Tensor:
     """What even_odd computes, in PyTorch (sin and cos for __sinf and __cosf: after 256
     contracting steps they agree to about 1e-6)."""
@@ -355,20 +365,18 @@ def even_odd_reference(x: torch.Tensor) -> torch.Tensor:
 def divergence_child(source: str, small: bool) -> dict:
     """The GPU child of nvrtc.divergence: the spliced kernel on :data:`DIVERGENCE_LENGTHS`
     (``small``: exact allocations, for compute-sanitizer)."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, "even_odd", verbose=False)
-    for n in DIVERGENCE_SMALL if small else DIVERGENCE_LENGTHS:
+    kernel, device = kernel_checks.load(source, "even_odd"), kernel_checks.device()
+    for n in DIVERGENCE_SMALL if small else _divergence_lengths():
         label = f"n={n}"
         print(json.dumps({"case": label}), flush=True)  # the parent names it if we crash
-        made = torch.randn(n, device="cuda")
+        made = torch.randn(n, device=device)
         if small:
-            x, y, outside = made, torch.empty(n, device="cuda"), (lambda: None)
+            x, y, outside = made, torch.empty(n, device=device), (lambda: None)
         else:
             x = kernel_checks.poisoned(made, pad=64)
-            y, outside = kernel_checks.fenced(n, "cuda", pad=64)
+            y, outside = kernel_checks.fenced(n, device, pad=64)
         kernel(x, y, n, grid=max(1, -(-n // DIVERGENCE_THREADS)), block=DIVERGENCE_THREADS)
-        torch.cuda.synchronize()
+        kernel_checks.synchronize()
         if where := outside():
             return {"mismatch": f"{label}: the kernel wrote {where}", "hint": DIVERGENCE_HINT}
         try:

@@ -1,7 +1,9 @@
 """A whole CUDA kernel in a string, described by a :class:`Spec` (cuda_gelu.transpose,
-cuda_gelu.warp_sum): compiled and its SASS read on any machine, then on a GPU run on awkward shapes
-in a child process (its input poisoned, its output fenced), under compute-sanitizer, measured by
-Nsight Compute for the property the lesson teaches, and timed. The steps are those of
+cuda_gelu.warp_sum): compiled and its SASS read on any machine, then run on awkward shapes (its
+input poisoned, its output fenced) and measured for the property the lesson teaches: on a GPU in
+a child process, under compute-sanitizer, by Nsight Compute, and timed; without one on this CPU
+(:mod:`course_utils.cuda_on_cpu`, which checks every access as it runs and counts the same
+sectors and wavefronts). The steps are those of
 :mod:`exercises.kernel_checks` and :mod:`exercises.access_checks`, in that order.
 """
 
@@ -19,12 +21,15 @@ from exercises import Mismatch, Report, compare, sass_checks
 from exercises.access_checks import expect_access
 from exercises.kernel_checks import (
     FENCE,
+    NOT_TIMED,
     WHOLE,
     compile_answer,
-    cpu_verdict,
+    decide_on_cpu,
+    device,
     expect_child_ok,
     expect_source,
     fenced,
+    load,
     poisoned,
     run_child,
     sanitize,
@@ -72,12 +77,17 @@ def check_spec(spec: Spec, source, report: Report) -> None:
     verified = (f"compiles for sm_90 (NVRTC); its SASS holds {held}, "
                 f"{found.resources.registers} registers a thread, no local memory")
     if not env.HAS_CUDA:
-        measured = (f", {spec.measures} (Nsight Compute's counters)" if spec.access else "")
-        raise cpu_verdict(spec.id, report, [verified], "running it on awkward shapes "
-                          f"({_shapes(spec.shapes[:4])}, ...) against the reference, with its "
-                          "input poisoned and its output fenced, compute-sanitizer "
-                          f"({', '.join(spec.sanitize)}){measured} and the speed: they need a "
-                          "GPU", recorded_last=True)
+        measured = f", {spec.measures} (Nsight Compute's counters)" if spec.access else ""
+        decide_on_cpu(spec.id, source, report, [verified], "running it on awkward shapes "
+                      f"({_shapes(spec.shapes[:4])}, ...) against the reference, "
+                      f"compute-sanitizer ({', '.join(spec.sanitize)}){measured} and the "
+                      "speed need a GPU", spec.hint,
+                      f"matches the reference on {_shapes(spec.shapes)} (x inside NaN, nothing "
+                      "written outside y)")
+        if spec.access:
+            expect_access(spec.id, source, spec.kernel, report, spec.measures, spec.access)
+        report.line(NOT_TIMED)
+        return
     report.line(verified)
     expect_child_ok(run_child(spec.id, source), spec.hint, "an index past the end of x or y: "
                     "check every thread's bounds before it loads or stores")
@@ -134,21 +144,17 @@ def run_cases(spec: Spec, kernel, shapes=None, device: str = "cuda",
 def spec_child(spec: Spec, source: str, small: bool) -> dict:
     """The child of a whole-kernel answer: every shape (``small``: the last one only, each
     tensor an exact allocation, for the sanitizer)."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
-    return run_cases(spec, kernel, shapes=spec.shapes[-1:] if small else None, exact=small)
+    return run_cases(spec, load(source, spec.kernel), device=device(),
+                     shapes=spec.shapes[-1:] if small else None, exact=small)
 
 
 def spec_profile(spec: Spec, source: str):
     """The profiling call of a whole-kernel answer: one launch per ``spec.profile_shapes``."""
-    from course_utils import nvrtc
-
-    kernel = nvrtc.kernel(source, spec.kernel, verbose=False)
+    kernel, where = load(source, spec.kernel), device()
     tensors = []
     for shape in spec.profile_shapes:
-        x = spec.make(shape, "cuda")
-        tensors.append((x, torch.empty(spec.out_shape(x), device="cuda")))
+        x = spec.make(shape, where)
+        tensors.append((x, torch.empty(spec.out_shape(x), device=where)))
 
     def call():
         for x, y in tensors:
