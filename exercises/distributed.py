@@ -3,22 +3,44 @@ its all-gather.
 
 * ``distributed.halves``: the mean of every rank's tensor, as an all-reduce computes it, built
   from a reduce-scatter (each rank sums one 1/n chunk) and an all-gather (every rank receives
-  every summed chunk), the all-gather launched asynchronously and awaited. The check runs the answer
-  in 2 gloo processes (any machine) on fresh random tensors of several lengths; in those
-  processes an asynchronous all-gather's result lands only when its handle is waited on (as on
-  a GPU, where the copy finishes later on another stream), so an answer that forgets ``wait()``
-  gets zeros, and an answer that calls ``all_reduce`` itself is told to use the halves.
+  every summed chunk), the all-gather launched asynchronously and awaited. The check runs the
+  answer in 4 gloo processes (any machine); their first 1, 2, 3 and 4 ranks form a group of each
+  size in turn, and in each the answer runs on fresh random float32, bfloat16 and float16 tensors
+  of several lengths, each twice on new data. The processes stay for the checks that follow
+  within :data:`POOL_IDLE_S` (:class:`_Pool`): starting four Pythons that import torch is most
+  of a check's time. It sends the ranks the answer's text with what it names: the cell's
+  imports as written (``import x``, ``from x import y as z``), or, for a name imported in
+  another cell, an import made from the object (:func:`shipped_source`). An
+  asynchronous all-gather's result lands only when its handle is waited on (as on a GPU, where
+  the copy finishes later on another stream), so an answer that forgets ``wait()`` gets zeros;
+  an answer that calls ``all_reduce`` itself is told to use the halves; the mean is judged in
+  the input's dtype, the same bits on every rank, and a returned tensor must not change when
+  the function is called again (a buffer kept between calls).
 * ``distributed.pipeline``: the loop of :func:`kernels.distributed.tensor_parallel.pipelined` that
   waits for each chunk of the all-gather and multiplies its peer rows into the right rows of
-  the output. The check simulates the ranks in this process: a chunk's rows land (NaN before)
-  only when its handle is waited on, and a dispatch mode logs the order of waits and matmuls,
-  so waiting for every chunk before the first matmul (right values, no overlap) is caught, and
-  so is recomputing this rank's own rows.
+  the output. The check simulates 1 to 4 ranks in this process: a chunk's rows land (NaN
+  before) only when its handle is waited on, and a dispatch mode follows each chunk's data
+  (views, indexing, copies) into the products that use it, however they are written. So it
+  sees a chunk read before its wait, a wait for chunk c + 1 before every peer row of chunk c
+  was multiplied (or, for products written without a matmul, stood in ``out``), and this
+  rank's own rows recomputed.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import linecache
+import os
+import queue
 import random
+import re
+import sys
+import textwrap
+import threading
+import time
+import types
+import weakref
 
 import torch
 
@@ -43,7 +65,119 @@ def mean_all_reduce(x):
 HINT = ("n = dist.get_world_size(); chunk = torch.empty(x.numel() // n, dtype=x.dtype); "
         "reduce_scatter(chunk, x); out = torch.empty_like(x); "
         "all_gather(out, chunk, async_op=True).wait(); return out / n")
-LENGTHS = (2, 6, 1000, 4096)
+WORLDS = (1, 2, 3, 4)  # one launch of the largest: its first ranks form each smaller group
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+CHUNKS = (1, 5, 256)  # elements of each rank's chunk: the length is the world size times this
+CALLS = 2  # each (world size, dtype, length) twice, on new data: a buffer kept between calls shows
+# a collective (or a group's rendezvous) that some rank never reaches fails after this, naming
+# its case: generous, since a busy 2-core machine can take seconds for what takes milliseconds
+RANK_TIMEOUT_S = 60
+CHECK_TIMEOUT_S = 90  # one check's answer on every rank, once they have started
+START_TIMEOUT_S = 180  # the ranks' start (each imports torch)
+POOL_IDLE_S = 20  # a check that comes later than this after the last starts new ranks
+RANK_IDLE_S = 60  # a rank with no check for this long leaves (the parent sends none that late)
+POOL_LIFE_S = 900  # the launch's own limit (the parent sends no check near it)
+CASE = "\u00a7"  # encloses the case in a rank's error, so the parent can name it
+REFUSED = "dist.all_reduce is not available here"
+
+
+def _code_names(code) -> set[str]:
+    """Every global or attribute name ``code`` and the functions nested in it (comprehensions
+    included: Python 3.11 compiles them to code objects of their own) name."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _cell_imports(fn) -> dict[str, str]:
+    """``{name: the import statement that binds it}`` in the file or notebook cell that
+    defined ``fn`` (``import x``, ``import x.y as z``, ``from x import y``, ``... as z``)."""
+    lines = linecache.getlines(fn.__code__.co_filename, fn.__globals__)
+    code = "".join("\n" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                found[a.asname or a.name.split(".")[0]] = f"import {a.name}" + (
+                    f" as {a.asname}" if a.asname else "")
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                if a.name != "*":
+                    found[a.asname or a.name] = f"from {node.module} import {a.name}" + (
+                        f" as {a.asname}" if a.asname else "")
+    return found
+
+
+def _import_of(value, name: str) -> str | None:
+    """An import statement that binds ``name`` to ``value`` (imported in another cell): from
+    the shortest package path of its module that holds it, or None."""
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str):
+        return None
+    parts = module.split(".")
+    for attr in dict.fromkeys((getattr(value, "__name__", None),
+                               getattr(value, "__qualname__", None))):
+        if not isinstance(attr, str) or not attr.isidentifier():
+            continue
+        for i in range(1, len(parts) + 1):
+            if getattr(sys.modules.get(".".join(parts[:i])), attr, None) is value:
+                return (f"from {'.'.join(parts[:i])} import {attr}"
+                        + (f" as {name}" if name != attr else ""))
+    return None
+
+
+def _literal(value) -> bool:
+    try:
+        return type(value) is type(ast.literal_eval(repr(value))) and \
+            ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def shipped_source(fn) -> str:
+    """The text a rank runs for the answer ``fn``: ``fn`` and the functions of its cell it
+    calls, after what they name from elsewhere: each name's import as the cell wrote it
+    (``import x``, ``import x as y``, ``from x import y``, ``from x import y as z``; where
+    the import was in another cell, one made from the object), and the constants they read."""
+    lines, functions = ["import torch"], {}
+
+    def visit(f, entry: bool = False) -> None:
+        if f.__name__ in functions:
+            return
+        try:
+            functions[f.__name__] = textwrap.dedent(inspect.getsource(f))
+        except (OSError, TypeError):
+            if entry:
+                raise
+            return  # (a name that only an attribute shares, say: the rank does without it)
+        imports = _cell_imports(f)
+        for name in sorted(_code_names(f.__code__)):
+            if name not in f.__globals__:
+                continue  # an attribute's name, or a builtin
+            value = f.__globals__[name]
+            if isinstance(value, types.FunctionType) and value.__module__ == f.__module__ \
+                    and name not in imports:
+                visit(value)
+            elif name in imports:
+                lines.append(imports[name])
+            elif isinstance(value, types.ModuleType):
+                lines.append(f"import {value.__name__}"
+                             + ("" if value.__name__ == name else f" as {name}"))
+            elif _literal(value):
+                lines.append(f"{name} = {value!r}")
+            elif isinstance(value, torch.dtype):
+                lines.append(f"{name} = {value}")
+            elif (statement := _import_of(value, name)) is not None:
+                lines.append(statement)
+
+    visit(fn, entry=True)
+    return "\n".join(dict.fromkeys(lines)) + "\n\n\n" + "\n\n\n".join(functions.values())
 
 
 class _Landed:
@@ -62,19 +196,38 @@ class _Landed:
         return self.waited
 
 
-def _rank_check(source: str, seed: int) -> dict:
-    """(A rank's work.) The answer ``source`` run on this rank's random tensors: what it
-    returned for each length, the inputs, and which collectives it called."""
-    import torch.distributed as dist
+def _said(why: BaseException, source: str) -> str:
+    """What an exception in the answer says, with the line of the answer it came from."""
+    import traceback
 
-    from exercises.triton_child import imported
+    said = str(why).strip().splitlines()[0] if str(why).strip() else ""
+    said = re.sub(r"^\[rank\d+\]:\[\w+ [\d:.]+ [^\]]*\] ", "", said)  # a C++ log line's head
+    text = f"{type(why).__name__}: {said}"
+    frames = [f for f in traceback.extract_tb(why.__traceback__) if f.filename == "<your cell>"]
+    if frames:
+        text += f" (at `{source.splitlines()[frames[-1].lineno - 1].strip()}`)"
+    if isinstance(why, NameError):
+        text += (". The ranks run a copy of your function with the imports and constants it "
+                 "names: import the name in your cell, or make it inside the function")
+    return text
+
+
+_CALLS: list[str] = []  # (in a rank) the collectives the answers called, in order
+
+
+def _patch_collectives() -> None:
+    """(In a rank, once.) The course's collectives replaced by ones that write their calls in
+    :data:`_CALLS`; an async all-gather's output lands when its handle is waited on; and
+    ``dist.all_reduce`` refused."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
     from kernels.distributed import collectives
 
-    calls = []
     real_gather, real_scatter = collectives.all_gather, collectives.reduce_scatter
 
     def all_gather(output, input, async_op=False):
-        calls.append("all_gather")
+        _CALLS.append("all_gather")
         if not async_op:
             return real_gather(output, input)
         result = torch.empty_like(output)
@@ -83,29 +236,241 @@ def _rank_check(source: str, seed: int) -> dict:
         return _Landed(output, result)
 
     def reduce_scatter(output, input, async_op=False):
-        calls.append("reduce_scatter")
+        _CALLS.append("reduce_scatter")
         return real_scatter(output, input, async_op=async_op)
 
     def refused(*args, **kwargs):
-        calls.append("all_reduce")
-        raise RuntimeError("this exercise builds the all-reduce from its halves: "
-                           "dist.all_reduce is not available here")
+        _CALLS.append("all_reduce")
+        raise RuntimeError(f"this exercise builds the all-reduce from its halves: {REFUSED}")
 
     collectives.all_gather, collectives.reduce_scatter = all_gather, reduce_scatter
-    dist.all_reduce = refused
-    module = imported(source)
-    g = torch.Generator().manual_seed(seed * 31 + dist.get_rank())
+    dist.all_reduce = distributed_c10d.all_reduce = refused
+
+
+def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
+    """(A rank's work, in a launch of ``max(WORLDS)`` ranks.) The answer ``source`` in a group
+    of each size of :data:`WORLDS` (this rank joins those it fits in; ``store`` is the launch's,
+    ``number`` makes this check's keys in it its own), on this rank's random tensors of every
+    dtype and length, each twice: the inputs, what each call returned (kept as returned, and
+    as it stands after every later call) and the collectives it called. The last group (all
+    the ranks) stays the default one."""
+    import datetime
+
+    import torch.distributed as dist
+
+    linecache.cache["<your cell>"] = (len(source), None, source.splitlines(True), "<your cell>")
+    module = types.ModuleType("your_cell")
+    try:
+        exec(compile(source, "<your cell>", "exec"), vars(module))
+    except Exception as why:
+        raise RuntimeError(f"{CASE}running your cell{CASE}{_said(why, source)}") from None
+    rank = dist.get_rank()
+    timeout = datetime.timedelta(seconds=RANK_TIMEOUT_S)
     found = []
-    for length in LENGTHS:
-        x = torch.randn(length, generator=g)
-        kept = x.clone()
+    for world in WORLDS:
+        if rank >= world:
+            continue
+        dist.destroy_process_group()
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"halves/{number}/{world}", store),
+                                rank=rank, world_size=world, timeout=timeout)
+        g = torch.Generator().manual_seed(seed * 31 + world * 7 + rank)
+        for dtype in DTYPES:
+            for chunk in CHUNKS:
+                for call in range(CALLS):
+                    case = f"world size {world}, {_name(dtype)}, length {world * chunk}" + (
+                        ", second call on new data" if call else "")
+                    x = torch.randn(world * chunk, generator=g).to(dtype)
+                    kept = x.clone()
+                    before = len(_CALLS)
+                    try:
+                        got = module.mean_all_reduce(x)
+                    except Exception as why:
+                        raise RuntimeError(f"{CASE}{case}{CASE}{_said(why, source)}") from None
+                    found.append({"world": world, "dtype": dtype, "length": world * chunk,
+                                  "case": case, "x": kept, "got": got,
+                                  "returned": got.detach().clone()
+                                  if isinstance(got, torch.Tensor) else got,
+                                  "changed": not torch.equal(x, kept),
+                                  "calls": _CALLS[before:]})
+        dist.barrier()  # (every rank connected before any leaves the group)
+    return found
+
+
+def _serve(tasks: list, results) -> None:
+    """(A rank of the pool.) Each check's answer, from this rank's queue in ``tasks``, run by
+    :func:`_rank_check`, its records put in ``results``; until told to stop (None), or idle
+    for :data:`RANK_IDLE_S`. An answer that raises ends the pool (the launcher stops every
+    rank: the others may be waiting in a collective for this one)."""
+    import pickle
+
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    rank = dist.get_rank()
+    assert dist.get_world_size() == WORLDS[-1], (dist.get_world_size(), WORLDS)
+    results.put(("started", rank, os.getpid()))
+    _patch_collectives()
+    store = distributed_c10d._get_default_store()
+    while True:
         try:
-            got = module.mean_all_reduce(x)
-        except RuntimeError as why:
-            return {"error": str(why), "calls": calls}
-        found.append({"x": kept, "got": got.detach().clone() if isinstance(got, torch.Tensor)
-                      else got, "changed": not torch.equal(x, kept)})
-    return {"results": found, "calls": calls}
+            task = tasks[rank].get(timeout=RANK_IDLE_S)
+        except queue.Empty:
+            return
+        if task is None:
+            return
+        number, source, seed = task
+        torch.set_default_dtype(torch.float32)  # (a cell may have changed it)
+        records = _rank_check(source, seed, store, number)
+        # pickled to bytes here: tensors then travel by value, not as this process's memory
+        results.put(("done", rank, number, pickle.dumps(records)))
+
+
+class _Pool:
+    """``max(WORLDS)`` rank processes, started once (one :func:`kernels.distributed.launch.run`
+    of :func:`_serve`, in a thread) and given the checks that come within
+    :data:`POOL_IDLE_S` of the last: a check then costs its collectives, not four processes
+    that each import torch."""
+
+    def __init__(self):
+        self.ranks = WORLDS[-1]
+        ctx = torch.multiprocessing.get_context("spawn")
+        self.tasks = [ctx.Queue() for _ in range(self.ranks)]
+        for q in self.tasks:
+            q.cancel_join_thread()  # (exiting never waits for a rank that is gone)
+        self.results = ctx.Queue()
+        self.failure: BaseException | None = None
+        self.pids: dict[int, int] = {}
+        self.number = 0
+        self.started = self.used = time.monotonic()
+        self.thread = threading.Thread(target=self._launch, daemon=True, name="halves ranks")
+        self.thread.start()
+
+    def _launch(self) -> None:
+        from kernels.distributed import launch
+
+        try:
+            launch.run(_serve, self.ranks, self.tasks, self.results, timeout_s=POOL_LIFE_S,
+                       device="cpu")
+        except BaseException as why:  # noqa: BLE001  (the check waiting on the pool says it)
+            self.failure = why
+        finally:
+            self.results.put(("ended",))
+
+    def usable(self) -> bool:
+        now = time.monotonic()
+        return (self.thread.is_alive() and now - self.used < POOL_IDLE_S
+                and now - self.started < POOL_LIFE_S - 2 * CHECK_TIMEOUT_S)
+
+    def stop(self) -> None:
+        for q in self.tasks:
+            q.put(None)
+
+    def kill(self) -> None:
+        """End the ranks (by their process ids: they are this process's children)."""
+        import signal
+
+        for pid in self.pids.values():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def run(self, source: str, seed: int) -> list[list[dict]]:
+        """Every rank's records of one answer; the launcher's WorkerError where a rank
+        raised; TimeoutError (the ranks ended) where they took longer than
+        :data:`CHECK_TIMEOUT_S` once started, CannotCheck where they did not start."""
+        import pickle
+
+        self.number += 1
+        for q in self.tasks:
+            q.put((self.number, source, seed))
+        found = {}
+        started = len(self.pids) == self.ranks
+        deadline = time.monotonic() + (CHECK_TIMEOUT_S if started else START_TIMEOUT_S)
+        while len(found) < self.ranks:
+            try:
+                item = self.results.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                self.kill()
+                if not started:
+                    raise CannotCheck(f"the {self.ranks} rank processes did not start within "
+                                      f"{START_TIMEOUT_S} s: this machine is too busy now; "
+                                      "run the check again") from None
+                raise TimeoutError from None
+            if item[0] == "started":
+                self.pids[item[1]] = item[2]
+                if len(self.pids) == self.ranks and not started:
+                    started, deadline = True, time.monotonic() + CHECK_TIMEOUT_S
+            elif item[0] == "ended":
+                self.thread.join()
+                raise self.failure or RuntimeError("the ranks ended before the check did")
+            elif item[2] == self.number:
+                found[item[1]] = pickle.loads(item[3])
+        self.used = time.monotonic()
+        return [found[r] for r in range(self.ranks)]
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit (NaN where NaN)."""
+    def bits(t):
+        return t.detach().contiguous().view(-1).view(torch.uint8)
+
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
+
+
+def _run_ranks(source: str, seed: int) -> list[list[dict]]:
+    """Every rank's records, from the pool (started where there is none, or it sat idle), or
+    Mismatch naming the case a rank failed in. A rank that fails outside the answer (gloo's
+    first connection between the ranks, seen failing on a busy 2-core machine) is the check's
+    trouble: once more on new ranks, then CannotCheck."""
+    global _pool
+    from kernels.distributed import launch
+
+    for _ in range(2):
+        with _pool_lock:
+            if _pool is None or not _pool.usable():
+                if _pool is not None:
+                    _pool.stop()
+                _pool = _Pool()
+            try:
+                return _pool.run(source, seed)
+            except TimeoutError:
+                _pool = None
+                raise Mismatch(f"your function did not return within {CHECK_TIMEOUT_S} s on "
+                               f"{WORLDS[-1]} ranks: does it end, and does every rank call "
+                               "the same collectives in the same order?", HINT) from None
+            except launch.WorkerError as why:
+                _pool = None
+                text = str(why)
+            except BaseException:
+                _pool = None
+                raise
+        marked = re.search(f"{CASE}(.*?){CASE}(.*)", text)
+        if marked is not None:
+            break
+    else:
+        last = [ln.strip() for ln in text.splitlines() if ln.strip()][-1:]
+        raise CannotCheck(f"the check's {WORLDS[-1]} rank processes failed twice, outside your "
+                          f"function ({last[0] if last else text}): run the check again")
+    rank = re.search(r"--- rank (\d+) ---", text)
+    case, said = marked[1], marked[2].strip()
+    where = f"{case}, rank {rank[1] if rank else '?'}"
+    if REFUSED in said:
+        raise Mismatch(f"{where}: your function called dist.all_reduce: build it from "
+                       "reduce_scatter and all_gather", HINT) from None
+    if re.search(r"[Tt]imed? ?out", said):
+        raise Mismatch(f"{where}: a collective waited {RANK_TIMEOUT_S} s for another rank and "
+                       f"gave up ({said}): does every rank call the same collectives in the "
+                       "same order?", HINT) from None
+    raise Mismatch(f"{where}: your function raised {said}", HINT) from None
 
 
 @exercise("distributed.halves", title="An all-reduce from a reduce-scatter and an all-gather",
@@ -114,51 +479,66 @@ def _rank_check(source: str, seed: int) -> dict:
 An all-reduce is a reduce-scatter followed by an all-gather: that is where a ring's
 `2(n−1)/n` comes from. Write `mean_all_reduce(x)`: the mean of every rank's `x`, from
 `reduce_scatter` and an asynchronous `all_gather` whose handle you wait on. The check runs your
-function in 2 gloo processes on fresh random tensors (its own copy of your cell's text: nothing
-you define in the notebook reaches them otherwise); there an all-gather's result lands only when
-its handle is waited on, as on a GPU.""")
+function in gloo processes (any machine), on 1 to 4 ranks, in float32, bfloat16 and float16, on
+fresh random tensors, each length twice. It runs its own copy of your function, with the
+imports and constants it names: nothing else you define in the notebook reaches the ranks.
+There an all-gather's result lands only when its handle is waited on, as on a GPU.""")
 def check_halves(mean_all_reduce, report) -> None:
-    from exercises.triton_child import answer_source
-    from kernels.distributed import launch
-
     expect(callable(mean_all_reduce), f"mean_all_reduce expected a function, got "
            f"{type(mean_all_reduce).__name__}", "keep def mean_all_reduce(x)")
-    # the stub's own import first (answer_source follows modules and the student's functions,
-    # not names imported from elsewhere): in the ranks it binds the checking versions
-    source = ("from kernels.distributed.collectives import all_gather, reduce_scatter\n"
-              + answer_source(mean_all_reduce))
-    seed = random.randrange(1 << 30)
     try:
-        ranks = launch.run(_rank_check, 2, source, seed, timeout_s=60, device="cpu")
-    except launch.WorkerError as why:
-        if "did not finish" in str(why):
-            raise Mismatch("your function did not return within 60 s on 2 ranks: does every rank "
-                           "call the same collectives in the same order?", HINT) from None
-        first = str(why).strip().splitlines()[-1]
-        raise Mismatch(f"your function raised on a rank: {first}", HINT) from None
+        source = shipped_source(mean_all_reduce)
+    except (OSError, TypeError) as why:
+        raise CannotCheck(f"cannot read the source of mean_all_reduce ({why}), so it cannot "
+                          "be sent to the ranks: define it in a cell of its own") from None
+    try:
+        ranks = _run_ranks(source, random.randrange(1 << 30))
     except OSError as why:  # no sockets or processes in this sandbox
-        raise CannotCheck(f"cannot start 2 processes here: {why}") from None
-    for rank, seen in enumerate(ranks):
-        if "error" in seen or "all_reduce" in seen["calls"]:
-            raise Mismatch("your function called dist.all_reduce: build it from reduce_scatter "
-                           "and all_gather", HINT)
-        expect(seen["calls"].count("reduce_scatter") == len(LENGTHS)
-               and seen["calls"].count("all_gather") == len(LENGTHS),
-               f"rank {rank} made {seen['calls'].count('reduce_scatter')} reduce-scatters and "
-               f"{seen['calls'].count('all_gather')} all-gathers for {len(LENGTHS)} calls: "
-               "expected one of each per call", HINT)
-    for i, length in enumerate(LENGTHS):
-        mean = (ranks[0]["results"][i]["x"] + ranks[1]["results"][i]["x"]) / 2
-        for rank, seen in enumerate(ranks):
-            row = seen["results"][i]
-            expect(not row["changed"], f"rank {rank}: your function changed its input x (length "
-                   f"{length}); return a new tensor", "reduce_scatter reads x: it need not be "
-                   "written")
-            compare(row["got"], mean, what=f"rank {rank}, length {length}", atol=1e-6,
-                    rtol=1e-6, hint=HINT)
-    report.line(f"on 2 gloo processes, lengths {', '.join(map(str, LENGTHS))}: every rank holds "
-                "the mean of both ranks' tensors, from one reduce-scatter and one awaited "
-                "all-gather per call")
+        raise CannotCheck(f"cannot start {WORLDS[-1]} processes here: {why}") from None
+    by_case: dict[str, list[tuple[int, dict]]] = {}
+    for rank, records in enumerate(ranks):
+        for row in records:
+            by_case.setdefault(row["case"], []).append((rank, row))
+    for case, rows in by_case.items():
+        world, dtype = rows[0][1]["world"], rows[0][1]["dtype"]
+        xs = [row["x"].double() for _, row in rows]
+        mean = (sum(xs) / world).to(dtype)
+        # each rounding of the sum and of the division is at most eps times the sum of
+        # magnitudes
+        atol = torch.finfo(dtype).eps * sum(x.abs() for x in xs) + torch.finfo(dtype).tiny
+        for rank, row in rows:
+            made = row["calls"]
+            if "all_reduce" in made:
+                raise Mismatch(f"{case}, rank {rank}: your function called dist.all_reduce: "
+                               "build it from reduce_scatter and all_gather", HINT)
+            expect(made.count("reduce_scatter") == 1 and made.count("all_gather") == 1,
+                   f"{case}, rank {rank}: one call made {made.count('reduce_scatter')} "
+                   f"reduce-scatters and {made.count('all_gather')} all-gathers: expected one "
+                   "of each", HINT)
+            expect(not row["changed"], f"{case}, rank {rank}: your function changed its input "
+                   "x; return a new tensor", "reduce_scatter reads x: it need not be written")
+            compare(row["returned"], mean, what=f"{case}, rank {rank}", atol=atol, rtol=0,
+                    hint=HINT)
+        first, got0 = rows[0][1]["returned"], rows[0][0]
+        for rank, row in rows[1:]:
+            if not _same(row["returned"], first):
+                i = int(torch.nonzero(row["returned"] != first)[0])
+                raise Mismatch(f"{case}: rank {got0} and rank {rank} returned different "
+                               f"bits at index {i} ({first[i].item()!r} and "
+                               f"{row['returned'][i].item()!r}): an all-reduce leaves the same "
+                               "tensor on every rank", HINT)
+    for case, rows in by_case.items():
+        for rank, row in rows:
+            expect(_same(row["got"].detach(), row["returned"]),
+                   f"{case}, rank {rank}: the tensor this call returned was changed by a later "
+                   "call: it held the mean when returned, and something else after the next "
+                   "call. Keep no buffer between calls: return a new tensor each time", HINT)
+    report.line(f"on groups of {', '.join(map(str, WORLDS))} gloo processes, "
+                f"{', '.join(map(_name, DTYPES))}, chunks of {', '.join(map(str, CHUNKS))} "
+                f"elements per rank, each twice on new data: every rank holds the mean of every "
+                "rank's tensor, in its dtype, the same bits on every rank, from one "
+                "reduce-scatter and one awaited all-gather per call, and a returned tensor "
+                "stays as it was")
 
 
 # -- distributed.pipeline: the loop that multiplies each gathered chunk as soon as it lands --------
@@ -182,124 +562,197 @@ PIPELINE_HINT = ("n = gathered[0].shape[0]; m = out.shape[0] // n; start = 0; fo
                  "and its work: work.wait(); rows = chunk.shape[1]; for every peer != rank: "
                  "torch.mm(chunk[peer], b_shard, out=out[peer*m + start : peer*m + start + "
                  "rows]); then start += rows")
-# (ranks, this rank, rows per rank, chunks): ragged last chunks, one chunk, more than 2 ranks
-PIPELINE_CASES = ((2, 0, 7, 3), (2, 1, 10, 4), (3, 1, 5, 2), (4, 3, 9, 5), (2, 1, 6, 1),
-                  (3, 0, 8, 8))
+# (ranks, this rank, rows per rank, chunks, dtype): one rank (nothing to multiply), 2 to 4 ranks,
+# this rank first, inside and last; chunks that divide the rows, one row over and one under
+# (a short last chunk), one chunk, one row a chunk; bf16 and fp16 as well as fp32; the last
+# case a second call on the shapes of an earlier one, on new data
+PIPELINE_CASES = ((1, 0, 5, 2, torch.float32), (2, 0, 8, 4, torch.float32),
+                  (2, 1, 9, 4, torch.float32), (3, 1, 7, 4, torch.bfloat16),
+                  (4, 3, 9, 5, torch.float32), (3, 2, 6, 1, torch.float16),
+                  (4, 0, 5, 5, torch.float32), (4, 2, 10, 3, torch.bfloat16),
+                  (3, 1, 7, 4, torch.bfloat16))
+PRODUCTS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "dot", "vdot", "mv", "addmv", "einsum",
+            "tensordot", "linear", "inner", "outer", "_addmm_activation"}
+# operations that take a tensor for its shape and dtype only: they read none of its values
+SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+              "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full"}
 
 
 class _Arrives:
-    """An all-gather's handle: its chunk lands in ``buffer`` (NaN until then) on ``wait()``,
-    which it writes in the log."""
+    """An all-gather's handle: its chunk lands in ``buffer`` (NaN until then) on ``wait()``.
+    The first wait is written in the log with a copy of ``out`` as it stands then (which of
+    its rows are written already)."""
 
-    def __init__(self, buffer: torch.Tensor, result: torch.Tensor, index: int, log: list):
-        self.buffer, self.result, self.index, self.log = buffer, result, index, log
+    def __init__(self, buffer: torch.Tensor, result: torch.Tensor, index: int, log: list,
+                 out: torch.Tensor):
+        self.buffer, self.result, self.index, self.log, self.out = buffer, result, index, log, out
         self.waited = False
 
     def wait(self, *args, **kwargs) -> bool:
         if not self.waited:
+            self.log.append(("wait", self.index, self.out.detach().clone()))
             self.buffer.copy_(self.result)
             self.waited = True
-        self.log.append(("wait", self.index, 0))
         return True
 
     def is_completed(self) -> bool:
         return self.waited
 
 
-def _matmul_log(gathered: list[torch.Tensor], log: list):
-    """A dispatch mode that writes each matrix product reading a gathered chunk in ``log``:
-    ``("mm", chunk, rows multiplied)``."""
+def _provenance(gathered: list[torch.Tensor], protected: list[torch.Tensor], k: int,
+                log: list):
+    """A dispatch mode that follows the data of each gathered chunk: a tensor made from
+    chunk c (a view, an index, a copy, ... of it) is chunk c's too. It writes in ``log``
+    ``("read", c, op)`` for an operation that reads chunk c's values, ``("mm", c, rows)`` for a
+    matrix product one of whose operands is chunk c's (rows: that operand's K-long rows), and
+    ``("resized", ...)`` for an ``out=`` that torch had to resize."""
+    import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    storages = {g.untyped_storage().data_ptr(): c for c, g in enumerate(gathered)}
-    products = {"mm", "addmm", "bmm", "baddbmm", "matmul", "dot", "mv", "einsum"}
+    roots = {g.untyped_storage().data_ptr(): c for c, g in enumerate(gathered)}
+    fixed = set(roots) | {t.untyped_storage().data_ptr() for t in protected}
+    # storage address -> (its chunks, weak references to the tensors seen on it): an entry whose
+    # tensors are all gone is stale (the memory may now hold another tensor, made from a list
+    # without an operation this mode sees)
+    owner: dict[int, tuple[frozenset, list]] = {p: (frozenset({c}), []) for p, c in roots.items()}
 
-    class Log(TorchDispatchMode):
+    def live(ptr: int) -> frozenset | None:
+        entry = owner.get(ptr)
+        if entry is None or not (ptr in roots or any(r() is not None for r in entry[1])):
+            return None
+        return entry[0]
+
+    def chunks_of(t) -> frozenset:
+        if not isinstance(t, torch.Tensor):
+            return frozenset()
+        return live(t.untyped_storage().data_ptr()) or frozenset()
+
+    class Provenance(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            schema = func._schema.arguments
+            written = set()
+            for i, a in enumerate(schema):
+                value = args[i] if i < len(args) else kwargs.get(a.name)
+                if a.alias_info is not None and a.alias_info.is_write:
+                    written |= {id(t) for t in pytree.tree_leaves(value)
+                                if isinstance(t, torch.Tensor)}
+            inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            name = func.overloadpacket.__name__
+            read = [t for t in inputs if id(t) not in written and name not in SHAPE_ONLY]
+            sources = frozenset().union(*map(chunks_of, read))
+            if not func.is_view:
+                for c in sorted(sources):
+                    log.append(("read", c, name))
+            if name in PRODUCTS:
+                for t in read:
+                    for c in chunks_of(t):
+                        log.append(("mm", c, t.numel() // k))
             out = kwargs.get("out")
             before = tuple(out.shape) if isinstance(out, torch.Tensor) else None
-            if func.overloadpacket.__name__ in products:
-                for arg in args:
-                    if isinstance(arg, torch.Tensor) and arg.numel():
-                        c = storages.get(arg.untyped_storage().data_ptr())
-                        if c is not None:
-                            log.append(("mm", c, arg.numel() // arg.shape[-1]))
             result = func(*args, **kwargs)
             if before is not None and tuple(out.shape) != before:
                 log.append(("resized", -1, f"{before[0]} rows received a product of "
                             f"{out.shape[0]}"))
+            made = [t for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+            for t in made + [t for t in inputs if id(t) in written]:
+                ptr = t.untyped_storage().data_ptr()
+                if ptr in fixed:
+                    continue
+                # a fresh output holds its inputs' chunks; one that shares a live storage (a
+                # view, or a tensor written in place) adds them to that storage's
+                before = live(ptr)
+                refs = owner[ptr][1] if before is not None else []
+                owner[ptr] = ((before or frozenset()) | sources, [*refs, weakref.ref(t)])
             return result
 
-    return Log()
+    return Provenance()
 
 
 def _pipeline_case(multiply_arrived, n: int, rank: int, m: int, chunks: int,
-                   g: torch.Generator) -> None:
+                   dtype: torch.dtype, g: torch.Generator) -> None:
     from kernels.distributed.tensor_parallel import chunk_bounds
 
     k, cols = (int(torch.randint(3, 17, (), generator=g)) for _ in range(2))
-    shards = [torch.randn(m, k, generator=g) for _ in range(n)]
-    b = torch.randn(k, cols, generator=g)
+    shards = [torch.randn(m, k, generator=g).to(dtype) for _ in range(n)]
+    b = torch.randn(k, cols, generator=g).to(dtype)
     bounds = chunk_bounds(m, chunks)
+    a = torch.cat(shards).double()
+    exact = a @ b.double()
+    expected = exact.to(dtype)
+    # fp32 accumulation, one rounding: a few steps of eps times the sum of magnitudes
+    atol = torch.finfo(dtype).eps * (2 * (a.abs() @ b.double().abs()) + exact.abs()) + 1e-6
+    out = torch.full((n * m, cols), float("nan"), dtype=dtype)
+    out[rank * m:(rank + 1) * m] = expected[rank * m:(rank + 1) * m]
     log: list = []
     gathered, works = [], []
     for c, (start, stop) in enumerate(bounds):
-        buffer = torch.full((n, stop - start, k), float("nan"))  # not there yet
+        buffer = torch.full((n, stop - start, k), float("nan"), dtype=dtype)  # not there yet
         gathered.append(buffer)
-        works.append(_Arrives(buffer, torch.stack([s[start:stop] for s in shards]), c, log))
-    expected = torch.cat(shards) @ b
-    out = torch.full((n * m, cols), float("nan"))
-    out[rank * m:(rank + 1) * m] = expected[rank * m:(rank + 1) * m]
-    case = (f"{n} ranks, rank {rank}, {m} rows per rank in chunks of "
-            f"{', '.join(str(stop - start) for start, stop in bounds)} rows")
-    with _matmul_log(gathered, log):
+        works.append(_Arrives(buffer, torch.stack([s[start:stop] for s in shards]), c, log,
+                              out))
+    case = (f"{n} rank{'s' if n > 1 else ''}, rank {rank}, {_name(dtype)}, {m} rows per rank in "
+            f"chunks of {', '.join(str(stop - start) for start, stop in bounds)} rows")
+    with _provenance(gathered, [out, b], k, log):
         multiply_arrived(out, gathered, works, b, rank)
     resized = [what for kind, _, what in log if kind == "resized"]
     # an out= slice with the wrong row count still gets the right rows here: torch resizes the
     # view (its storage is all of out) and writes from its start; the slice is wrong all the same
     expect(not resized, f"{case}: an out= slice of {resized[0] if resized else ''}, so torch "
            "resized it to fit. Make the slice exactly the chunk's rows", PIPELINE_HINT)
-    waited = [c for kind, c, _ in log if kind == "wait"]
+    waits = {c: i for i, (kind, c, _) in reversed(list(enumerate(log))) if kind == "wait"}
     for c in range(len(bounds)):
-        expect(c in waited, f"{case}: chunk {c} was never waited for, so its rows never "
+        expect(c in waits, f"{case}: chunk {c} was never waited for, so its rows never "
                "arrived (they are NaN in the check)", PIPELINE_HINT)
-    for i, (kind, c, _) in enumerate(log):
-        expect(kind != "mm" or ("wait", c, 0) in log[:i], f"{case}: chunk {c} was multiplied "
-               "before its works[c].wait(): on a GPU its rows would still be in flight",
+    for i, (kind, c, what) in enumerate(log):
+        expect(kind not in ("read", "mm") or waits[c] < i, f"{case}: chunk {c} was read (by "
+               f"torch.{what if kind == 'read' else 'mm'}) before works[{c}].wait(): on a GPU "
+               "its rows would still be in flight (here they are NaN until then)",
                PIPELINE_HINT)
+    peer_rows = [(n - 1) * (stop - start) for start, stop in bounds]
     for c in range(len(bounds) - 1):
-        before_next = log[:log.index(("wait", c + 1, 0))]
-        expect(any(kind == "mm" and d == c for kind, d, _ in before_next),
-               f"{case}: you waited for chunk {c + 1} before multiplying chunk {c}. The values "
-               "are right, but every wait comes before the matmuls it could hide: nothing "
-               "overlaps. Multiply each chunk right after its own wait", PIPELINE_HINT)
+        # by the next wait, every peer's rows of chunk c are multiplied: products that read
+        # them, or (a product written another way) rows of out that hold them already
+        multiplied = sum(r for kind, d, r in log[:waits[c + 1]] if kind == "mm" and d == c)
+        start, stop = bounds[c]
+        then = log[waits[c + 1]][2]  # out when chunk c + 1 was waited for
+        filled = [p for p in range(n) if p != rank
+                  and bool(then[p * m + start:p * m + stop].isfinite().all())]
+        if multiplied >= peer_rows[c] or len(filled) == n - 1:
+            continue
+        expect(multiplied or filled, f"{case}: you waited for chunk {c + 1} before "
+               f"multiplying chunk {c}. The values are right, but every wait comes before the "
+               "matmuls it could hide: nothing overlaps. Multiply each chunk right after its "
+               "own wait", PIPELINE_HINT)
+        raise Mismatch(f"{case}: you waited for chunk {c + 1} when only {multiplied} of the "
+                       f"{peer_rows[c]} peer rows of chunk {c} were multiplied: the rest of "
+                       f"chunk {c}'s products no longer hide chunk {c + 1}'s transfer. "
+                       "Multiply every peer's rows of a chunk before waiting for the next",
+                       PIPELINE_HINT)
     rows = [sum(r for kind, d, r in log if kind == "mm" and d == c) for c in range(len(bounds))]
-    for c, (start, stop) in enumerate(bounds):
-        expect(rows[c] <= (n - 1) * (stop - start), f"{case}: chunk {c}: you multiplied "
-               f"{rows[c]} rows, the peers' rows of it are {(n - 1) * (stop - start)}: this rank's "
-               "own rows are in out already (skip peer == rank), and each row once",
-               PIPELINE_HINT)
-    compare(out, expected, what=case, atol=1e-5, rtol=1e-5, hint=PIPELINE_HINT)
-
-
+    for c in range(len(bounds)):
+        expect(rows[c] <= peer_rows[c], f"{case}: chunk {c}: you multiplied {rows[c]} rows, "
+               f"the peers' rows of it are {peer_rows[c]}: this rank's own rows are in out "
+               "already (skip peer == rank), and each row once", PIPELINE_HINT)
+    compare(out, expected, what=case, atol=atol, rtol=0, hint=PIPELINE_HINT)
 @exercise("distributed.pipeline", title="Multiply each gathered chunk as soon as it lands",
           stub=PIPELINE_STUB, answers=("multiply_arrived",),
           section="Overlapping communication with compute", intro="""
 `pipelined` launches every chunk's all-gather at once and multiplies this rank's own rows;
 write the loop that follows, `multiply_arrived(out, gathered, works, b_shard, rank)`: for each
 chunk in order, wait for it, then multiply every peer's rows of it into the right rows of
-`out`. The check runs your function in this process on fresh random shards (2 to 4 ranks,
-simulated; chunks of ragged sizes): each chunk's rows land only when its handle is waited on,
-and it records the order of your waits and matmuls, since waiting for every chunk first gives
-the right numbers with nothing overlapped.""")
+`out`. The check runs your function in this process on fresh random shards (1 to 4 ranks,
+simulated; float32, bfloat16 and float16; chunks of ragged sizes): each chunk's rows land only
+when its handle is waited on, and it follows each chunk's data into your products, since
+waiting for every chunk first gives the right numbers with nothing overlapped.""")
 def check_pipeline(multiply_arrived, report) -> None:
     expect(callable(multiply_arrived), f"multiply_arrived expected a function, got "
            f"{type(multiply_arrived).__name__}", "keep def multiply_arrived(out, gathered, "
            "works, b_shard, rank)")
     g = torch.Generator().manual_seed(random.randrange(1 << 30))
-    for n, rank, m, chunks in PIPELINE_CASES:
-        _pipeline_case(multiply_arrived, n, rank, m, chunks, g)
-    report.line(f"{len(PIPELINE_CASES)} simulated ranks (2 to 4 ranks, ragged last chunks, one "
-                "chunk): every peer row right, each chunk multiplied right after its own wait "
-                "and before the next, this rank's rows not recomputed")
+    for n, rank, m, chunks, dtype in PIPELINE_CASES:
+        _pipeline_case(multiply_arrived, n, rank, m, chunks, dtype, g)
+    report.line(f"{len(PIPELINE_CASES)} simulated ranks (1 to 4 ranks, float32, bfloat16 and "
+                "float16, ragged last chunks, one chunk, a second call on new data): every "
+                "peer row right; each chunk read only after its own wait, and all its peer "
+                "rows multiplied before the next wait; this rank's rows not recomputed")

@@ -3,7 +3,7 @@
 The student writes ``one_shot_kernel``: a barrier, the sum over every rank's buffer (read through
 the pointer array) in fp32, the store into ``out``, a barrier. The check runs the answer in
 Triton's interpreter (an interpreted copy on a GPU machine), one rank after the other in one
-process, on 2 and 4 simulated ranks, and records what each program of each rank does: every
+process, on 1 to 4 simulated ranks, and records what each program of each rank does: every
 load and store (whose memory: which rank's buffer, inside the message or past its end, ``out``)
 and every barrier, in order. A schedule of real GPUs may run the ranks in any order, so the
 check judges the order each program wrote, not what one schedule happened to produce:
@@ -14,8 +14,13 @@ check judges the order each program wrote, not what one schedule happened to pro
 * a store into any rank's buffer (the result goes to ``out``, peers may still read it);
 * a read past the message's end (the symmetric buffer is larger; what lies there is garbage);
 * bfloat16 added to bfloat16 (round once, at the end; fp32 in between);
-* the values: every rank's ``out`` against the sum in fp32, with awkward lengths and fewer
-  programs than tiles.
+* the values: every rank's ``out`` against the sum in fp32, float32 and bfloat16, with lengths
+  on either side of a tile's end and grids of 1 to 3 programs (fewer than the tiles: a stride
+  written for one grid size skips or repeats tiles on another);
+* bfloat16 rounded once: each element is the fp32 sum rounded to nearest or toward zero (a
+  running sum rounded after every peer adds in fp32 and is still off);
+* the same bits on every rank (an all-reduce leaves one result: every rank adds the ranks in
+  the same order).
 
 The barrier is the course's (:func:`kernels.distributed.symmetric.barrier`): in the check it is
 replaced by one that records the call and checks its arguments (this program's id, this rank,
@@ -56,10 +61,13 @@ HINT = ("pid = tl.program_id(0); barrier(...) first (the peers' inputs have land
         "tl.static_range(WORLD): acc += tl.load(peer's buffer + offsets, mask=offsets < "
         "numel).to(tl.float32); tl.store(out + offsets, acc.to(out's dtype), mask=...); "
         "barrier(...) again at the end (no peer still reads your buffer)")
-CASES = ((2, 1, torch.float32), (2, 200, torch.bfloat16), (4, 63, torch.float32),
-         (4, 130, torch.bfloat16))  # (ranks, numel, dtype)
 BLOCK = 32
-PROGRAMS = 2  # fewer than the tiles of the longer messages: the loop must stride
+# (ranks, numel, dtype, programs): 1 to 4 ranks, float32 and bfloat16 (what the course's
+# one-shot takes); a message shorter than a tile, one element under, at and over a tile
+# boundary; a grid of 1, 2 and 3 programs (fewer than the tiles: each program strides)
+CASES = ((1, 33, torch.float32, 2), (2, 1, torch.float32, 1), (2, 200, torch.bfloat16, 2),
+         (3, 97, torch.float32, 3), (3, 64, torch.bfloat16, 1), (4, 63, torch.float32, 2),
+         (4, 130, torch.bfloat16, 3), (3, 96, torch.bfloat16, 2))
 GUARD = 64  # elements of each buffer past the message (poisoned: read there, sum NaN)
 EVENT_LIMIT = 2000
 
@@ -78,6 +86,7 @@ class _Trace:
 
     regions: list[_Region] = field(default_factory=list)
     rank: int = 0
+    what: str = ""  # the case, for the messages
     events: dict[tuple[int, int], list[tuple]] = field(default_factory=dict)
     bf16_adds: int = 0
     stored: list[np.ndarray] = field(default_factory=list)  # addresses stored into out
@@ -89,7 +98,7 @@ class _Trace:
         events = self.events.setdefault((self.rank, program), [])
         events.append(event)
         # a few dozen accesses per program at these sizes: thousands is a loop that never ends
-        expect(len(events) < EVENT_LIMIT, f"rank {self.rank}, program {program} made "
+        expect(len(events) < EVENT_LIMIT, f"{self.what}, rank {self.rank}, program {program} made "
                f"{EVENT_LIMIT} loads and stores and was still going: does its loop end "
                "(start grows by tl.num_programs(0) * BLOCK each pass)?", HINT)
 
@@ -119,13 +128,14 @@ def _value(x) -> int:
     return int(np.asarray(getattr(x, "data", x)).reshape(-1)[0])
 
 
-def _run(kernel, world: int, numel: int, dtype: torch.dtype, g: torch.Generator):
+def _run(kernel, world: int, numel: int, dtype: torch.dtype, programs: int,
+         g: torch.Generator, what: str):
     """Every rank's kernel, one after the other, on its own inputs: (inputs, outputs, trace)."""
     from triton.runtime import interpreter
 
     from exercises.triton_checks import interpreted
 
-    trace = _Trace()
+    trace = _Trace(what=what)
     inputs = [torch.randn(numel, generator=g).to(dtype) for _ in range(world)]
     buffers = [torch.full((numel + GUARD,), float("nan"), dtype=dtype) for _ in range(world)]
     for b, x in zip(buffers, inputs, strict=True):
@@ -144,14 +154,15 @@ def _run(kernel, world: int, numel: int, dtype: torch.dtype, g: torch.Generator)
 
     def recorded_barrier(signal_pad_ptrs, block, rank, WORLD):
         program = int(interpreter.interpreter_builder.grid_idx[0])
-        expect(_value(signal_pad_ptrs) == pad_ptrs.data_ptr(), "barrier's first argument "
-               "expected signal_pad_ptrs (the kernel's argument)", HINT)
-        expect(_value(block) == program, f"barrier's block expected tl.program_id(0) "
+        where = f"{what}, rank {trace.rank}, program {program}: "
+        expect(_value(signal_pad_ptrs) == pad_ptrs.data_ptr(), f"{where}barrier's first "
+               "argument expected signal_pad_ptrs (the kernel's argument)", HINT)
+        expect(_value(block) == program, f"{where}barrier's block expected tl.program_id(0) "
                f"({program} here), got {_value(block)}: block b of every rank meets block b "
                f"of the others, on its own signal slots", HINT)
-        expect(_value(rank) == trace.rank, f"barrier's rank expected this rank "
+        expect(_value(rank) == trace.rank, f"{where}barrier's rank expected this rank "
                f"({trace.rank}), got {_value(rank)}", HINT)
-        expect(_value(WORLD) == world, f"barrier's WORLD expected {world}, got "
+        expect(_value(WORLD) == world, f"{where}barrier's WORLD expected {world}, got "
                f"{_value(WORLD)}", HINT)
         trace.add("barrier")
 
@@ -181,15 +192,15 @@ def _run(kernel, world: int, numel: int, dtype: torch.dtype, g: torch.Generator)
             out = outputs[r]
             trace.regions.append(_Region("out", r, out.data_ptr(),
                                          out.data_ptr() + numel * size))
-            grid = (min(PROGRAMS, -(-numel // BLOCK)),)
+            grid = (min(programs, -(-numel // BLOCK)),)
             copy[grid](buffer_ptrs, pad_ptrs, out, numel, r, WORLD=world, BLOCK=BLOCK)
             trace.regions.pop()
             stored = np.concatenate(trace.stored) if trace.stored else np.zeros(0, np.uint64)
             trace.stored.clear()
             twice = (np.unique(stored, return_counts=True)[1] > 1).sum()
-            expect(not twice, f"rank {r}: {twice} elements of out were stored more than once "
-                   f"(by {grid[0]} programs over {numel} elements): each tile belongs to one "
-                   "program; stride by tl.num_programs(0) * BLOCK", HINT)
+            expect(not twice, f"{what}, rank {r}: {twice} elements of out were stored more "
+                   "than once: each tile belongs to one program; stride by "
+                   "tl.num_programs(0) * BLOCK (the grid's size, whatever it is)", HINT)
     return inputs, outputs, trace
 
 
@@ -244,10 +255,12 @@ def _judge(trace: _Trace, world: int, what: str) -> None:
           section="The barrier: signal pads and memory ordering", intro="""
 Write the body of `one_shot_kernel`: the first barrier, then for each tile the sum of every
 rank's buffer (its pointer loaded from `buffer_ptrs`) in fp32, stored into `out`, then the last
-barrier. The check runs your kernel in Triton's interpreter on 2 and 4 simulated ranks, one
+barrier. The check runs your kernel in Triton's interpreter on 1 to 4 simulated ranks, one
 rank after the other, and judges the order of what each program did as any GPU schedule could
 run it: a peer's buffer read before the first barrier or after the last, a store into a
-symmetric buffer, a read past the message, bf16 added in bf16, and the sums themselves.""")
+symmetric buffer, a read past the message, bf16 added in bf16, and the sums themselves: in
+fp32 and bf16 (rounded once), grids of 1 to 3 programs, and the same bits on every rank, as an
+all-reduce leaves them.""")
 def check_one_shot(one_shot_kernel, report) -> None:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -256,10 +269,14 @@ def check_one_shot(one_shot_kernel, report) -> None:
            f"one_shot_kernel expected a @triton.jit kernel, got "
            f"{type(one_shot_kernel).__name__}", "keep @triton.jit on one_shot_kernel")
     g = torch.Generator().manual_seed(random.randrange(1 << 30))
-    for world, numel, dtype in CASES:
-        what = f"{world} ranks, {numel} {str(dtype).removeprefix('torch.')} elements"
+    for world, numel, dtype, programs in CASES:
+        grid = min(programs, -(-numel // BLOCK))
+        what = (f"{world} rank{'s' if world > 1 else ''}, {numel} "
+                f"{str(dtype).removeprefix('torch.')} elements, {grid} program"
+                f"{'s' if grid > 1 else ''}")
         try:
-            inputs, outputs, trace = _run(one_shot_kernel, world, numel, dtype, g)
+            inputs, outputs, trace = _run(one_shot_kernel, world, numel, dtype, programs, g,
+                                          what)
         except Mismatch:
             raise
         except Exception as err:  # the interpreter's error names the line
@@ -280,15 +297,58 @@ def check_one_shot(one_shot_kernel, report) -> None:
                "of mantissa; convert each load with .to(tl.float32) and round once at the "
                "store", HINT)
         _judge(trace, world, what)
-        total = sum(x.float() for x in inputs)
-        for r, out in enumerate(outputs):
-            # the interpreter rounds fp32 -> bf16 toward zero: one bf16 step of tolerance
-            tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else \
-                dict(atol=1e-5, rtol=1e-5)
-            compare(out[:numel].float(), total, what=f"{what}, rank {r}'s out", hint=HINT,
-                    **tol)
-    report.line("in Triton's interpreter on 2 and 4 simulated ranks, fp32 and bf16, lengths "
-                f"{', '.join(str(c[1]) for c in CASES)} with {BLOCK}-element tiles and at most "
-                f"{PROGRAMS} programs: every rank's out holds the sum; each program read every "
-                "peer's buffer only between its two barriers, stored only into out, and "
-                "summed in fp32")
+        _judge_values(inputs, [out[:numel] for out in outputs], dtype, what)
+    report.line(f"in Triton's interpreter on 1 to 4 simulated ranks, fp32 and bf16, lengths "
+                f"{', '.join(str(c[1]) for c in CASES)} with {BLOCK}-element tiles and 1 to 3 "
+                "programs: every rank's out holds the sum, the same bits on every rank, bf16 "
+                "rounded once; each program read every peer's buffer only between its two "
+                "barriers, stored only into out, and summed in fp32")
+
+
+def _rounded_once(total: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
+    """The values of ``total`` (float64) rounded once to ``dtype`` through float32: to
+    nearest, and toward zero (Triton's interpreter rounds fp32 to bf16 that way)."""
+    f32 = total.float()
+    toward_zero = (f32.view(torch.int32) & -65536).view(torch.float32)  # the low 16 bits cut
+    return [f32.to(dtype), toward_zero.to(dtype)]
+
+
+def _judge_values(inputs: list[torch.Tensor], outs: list[torch.Tensor], dtype: torch.dtype,
+                  what: str) -> None:
+    """Mismatch unless every rank's out holds the sum of the inputs, rounded once, the same
+    bits on every rank."""
+    exact = sum(x.double() for x in inputs)
+    in_order = inputs[0].float()
+    for x in inputs[1:]:  # the sum in fp32, rank 0 first: what the reference computes
+        in_order = in_order + x.float()
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else \
+        dict(atol=1e-2, rtol=1e-2)  # (one bf16 step: the interpreter rounds toward zero)
+    for r, out in enumerate(outs):
+        compare(out.float(), exact.float(), what=f"{what}, rank {r}'s out", hint=HINT, **tol)
+    if dtype != torch.float32:
+        allowed = _rounded_once(exact, dtype) + _rounded_once(in_order.double(), dtype)
+        for r, out in enumerate(outs):
+            once = torch.zeros(out.shape, dtype=torch.bool)
+            for value in allowed:
+                once |= out == value
+            if not once.all():
+                i = int(torch.nonzero(~once)[0])
+                raise Mismatch(f"{what}, rank {r}'s out: element {i} is {out[i].item():.6g}, "
+                               f"but the fp32 sum {exact[i].item():.6g} rounds to "
+                               f"{allowed[0][i].item():.6g} (or {allowed[1][i].item():.6g} "
+                               f"toward zero); {int((~once).sum())} of {out.numel()} elements "
+                               "were rounded more than once. Keep the running sum in fp32 "
+                               "and round once, at the store", HINT)
+    for r in range(1, len(outs)):
+        differ = _bits(outs[r]) != _bits(outs[0])
+        if differ.any():
+            i = int(torch.nonzero(differ)[0])
+            raise Mismatch(f"{what}: rank 0's out and rank {r}'s differ at element {i} "
+                           f"({outs[0][i].item()!r} and {outs[r][i].item()!r}): an all-reduce "
+                           "leaves the same bits on every rank, so every rank adds the ranks "
+                           "in the same order (rank 0's buffer first, then 1, ..., WORLD - 1)",
+                           HINT)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32 if t.element_size() == 4 else torch.int16)

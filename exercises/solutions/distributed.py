@@ -92,6 +92,22 @@ WRONG = {
         # a second, spare all-gather
         "gathered twice": _edit(_HALVES, "    return out / n", "    all_gather(out, chunk)\n"
                                 "    return out / n"),
+        # halved, not divided by the rank count: right on 2 ranks only
+        "divided by 2": _edit(_HALVES, "return out / n", "return out / 2"),
+        # float32 buffers whatever x's dtype: a bf16 or fp16 input comes back as float32
+        "float32 buffers": _edit(_edit(_HALVES, "torch.empty(x.numel() // n, dtype=x.dtype)",
+                                       "torch.empty(x.numel() // n)"),
+                                 "torch.empty_like(x)", "torch.empty(x.numel())"),
+        # the buffers kept between calls and the result divided in place: the tensor returned
+        # by one call is overwritten by the next
+        "result buffer cached": _edit(_edit(_edit(
+            _HALVES, "def mean_all_reduce(x):\n    n = dist.get_world_size()\n",
+            "def mean_all_reduce(x, _kept={}):\n    n = dist.get_world_size()\n"
+            "    key = (x.numel(), x.dtype, n)\n    if key not in _kept:\n"
+            "        _kept[key] = (torch.empty(x.numel() // n, dtype=x.dtype), "
+            "torch.empty_like(x))\n    chunk, out = _kept[key]\n"),
+            "    chunk = torch.empty(x.numel() // n, dtype=x.dtype)\n", ""),
+            "    out = torch.empty_like(x)\n", "").replace("return out / n", "return out.div_(n)"),
     },
     "distributed.pipeline": {
         # the chunk's offset inside a shard forgotten: every chunk lands on the shard's first rows
@@ -119,6 +135,17 @@ WRONG = {
         # the rows per rank taken as the chunk's, not the shard's
         "m from the chunk": _edit(_PIPELINE, "    m = out.shape[0] // n\n",
                                   "    m = gathered[0].shape[1]\n"),
+        # the next chunk awaited right after the first peer's product of this one: the other
+        # peers' products of this chunk no longer hide the next chunk's transfer
+        "waits for the next after one peer": _edit(_edit(
+            _PIPELINE, "    for chunk, work in zip(gathered, works):\n        work.wait()\n",
+            "    for c, (chunk, work) in enumerate(zip(gathered, works)):\n        work.wait()\n"
+            "        first = True\n"),
+            "out=out[peer * m + start:peer * m + start + rows])\n",
+            "out=out[peer * m + start:peer * m + start + rows])\n"
+            "                if first and c + 1 < len(works):\n"
+            "                    works[c + 1].wait()  # (its own wait then returns at once)\n"
+            "                first = False\n"),
     },
     "distributed.one_shot": {
         # returns as soon as its own reads are done: a peer may still be reading this rank's
@@ -164,6 +191,20 @@ WRONG = {
         # signals
         "barrier of block 0": _ONE_SHOT.replace("barrier(signal_pad_ptrs, pid, rank, WORLD)",
                                                 "barrier(signal_pad_ptrs, 0, rank, WORLD)"),
+        # every rank sums the ranks starting from its own: the same sum in another order, so
+        # the ranks' results differ in their last bits (an all-reduce leaves one result)
+        "own summation order": _edit(
+            _ONE_SHOT, "            buf = tl.load(buffer_ptrs + peer)",
+            "            buf = tl.load(buffer_ptrs + (rank + peer) % WORLD)"),
+        # the stride of a grid of 2 programs written in: other grids skip or repeat tiles
+        "stride for 2 programs": _edit(_ONE_SHOT, "start += tl.num_programs(0) * BLOCK",
+                                       "start += 2 * BLOCK"),
+        # the running sum rounded to the output's dtype after every peer: fp32 adds, yet bf16
+        # rounds once per rank instead of once
+        "rounded after every peer": _edit(
+            _ONE_SHOT, "acc += tl.load(buf + offsets, mask=mask).to(tl.float32)",
+            "acc = (acc + tl.load(buf + offsets, mask=mask).to(tl.float32)).to("
+            "out.dtype.element_ty).to(tl.float32)"),
     },
 }
 
