@@ -105,7 +105,12 @@ The check compiles it with NVRTC (any machine) and reads the SASS: a 2-D grid (`
 `SR_CTAID.Y`), a load and a store, no local memory. On a GPU it runs it in a child process on
 awkward shapes (1 x 1, 3 x 33, 33 x 3, no rows, no columns, ...; `x` inside NaN, `y` fenced on
 both sides) against `x.flip(0)`, under compute-sanitizer's memcheck, reads Nsight Compute's
-counters for coalesced loads and stores, and measures it against the copy bandwidth.""")
+counters for coalesced loads and stores, and measures it against the copy bandwidth.
+
+Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
+block, in three orders, each load and store checked against the tensors' bounds and alignment,
+races in shared and global memory reported, and the sectors counted as Nsight Compute counts
+them; only the speed needs a GPU.""")
 def check_flip(source, report) -> None:
     kernel_checks.expect_source(source, "FLIP_SOURCE", kernel="flip_rows")
     from exercises import sass_checks
@@ -263,7 +268,11 @@ and a barrier (`BAR.SYNC`) after the zeroing and after the counting. On a GPU it
 child process against `torch.bincount` on n = 0, 1, 255, 257, ... (one bin, 1024 bins, values out
 of range, skewed values, more elements than threads; `x` inside a buffer of zeros, `counts`
 fenced on both sides), under compute-sanitizer's memcheck and racecheck, and times it against
-the course's kernels (`kernels/histogram`) on uniform and skewed values.""")
+the course's kernels (`kernels/histogram`) on uniform and skewed values.
+
+Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
+block, in three orders, each load and store checked against the tensors' bounds and alignment,
+races in shared and global memory reported; only the speed needs a GPU.""")
 def check_histogram(source, report) -> None:
     kernel_checks.expect_source(source, "HISTOGRAM_SOURCE", kernel="histogram_shared")
     held, found = _check_histogram_sass(source)

@@ -73,7 +73,11 @@ stores (`STS`) and loads (`LDS`), a barrier (`BAR.SYNC`) between the stores and 
 between the loads and the next slice's stores, no local memory. On a GPU it runs your kernel in
 a child process on awkward shapes (M, N, K not multiples of {SMEM_TILE}, 1 × 1 × 1), with a guard
 zone after C, under compute-sanitizer's memcheck and racecheck, and times it at 2048³ against
-step 1 and cuBLAS (fp32).""")
+step 1 and cuBLAS (fp32).
+
+Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
+block, in three orders, each load and store checked against the tensors' bounds and alignment,
+races in shared and global memory reported; only the speed needs a GPU.""")
 def check_smem(loop, report) -> None:
     kernel_checks.expect_source(loop, "SMEM_LOOP")
     program = kernel_checks.splice(SMEM_CU, loop)

@@ -130,6 +130,15 @@ def hand_written(exercise: str) -> list[Mutant]:
     return [Mutant(exercise, "hand-written", label, source) for label, source in wrong.items()]
 
 
+def blind(exercise: str) -> list[Mutant]:
+    """The wrong answers of ``exercise`` written from its statement and stub alone, by someone
+    who never saw the check or the solution (:func:`exercises.solutions.blind_answers`)."""
+    from exercises import solutions
+
+    return [Mutant(exercise, "blind", label, source)
+            for label, source in solutions.blind_answers().get(exercise, {}).items()]
+
+
 def all_mutants(exercise: str) -> tuple[list[Mutant], list[tuple[Mutant, str]]]:
     """(the mutants to run: generated and hand-written, the equivalent ones with their
     reasons) of ``exercise``."""
@@ -137,7 +146,7 @@ def all_mutants(exercise: str) -> tuple[list[Mutant], list[tuple[Mutant, str]]]:
 
     known = solutions.equivalent().get(exercise, {})
     generated = generate(exercise, solutions.answers()[exercise][0])
-    run = [m for m in generated if m.key not in known] + hand_written(exercise)
+    run = [m for m in generated if m.key not in known] + hand_written(exercise) + blind(exercise)
     return run, [(m, known[m.key]) for m in generated if m.key in known]
 
 
@@ -235,14 +244,16 @@ def solution(exercise: str) -> Mutant:
 
 def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
              report: Callable[[str, list[Outcome]], None] = lambda e, o: None,
-             ) -> dict[str, list[Outcome]]:
+             origin: str | None = None) -> dict[str, list[Outcome]]:
     """Every exercise's solution and mutants, in chunks of at most ``chunk``, ``jobs`` chunks
-    at a time; ``report`` as each exercise finishes (its solution's outcome first).
+    at a time; ``report`` as each exercise finishes (its solution's outcome first); ``origin``
+    ("generated", "hand-written", "blind"): only the wrong answers of that origin.
 
     The chunks are cut small enough to give every job work: a few exercises whose checks are
     slow (lesson 09's compile the attention kernel in a child of their own, 10-20 s each on a
     GPU) would otherwise queue a dozen each behind one another while most jobs sit idle."""
-    every = {e: [solution(e), *all_mutants(e)[0]] for e in exercises_}
+    every = {e: [solution(e), *(m for m in all_mutants(e)[0] if origin in (
+        None, ORIGIN.get(m.operator, "generated")))] for e in exercises_}
     chunk = max(1, min(chunk, -(-sum(map(len, every.values())) // max(jobs, 1))))
     chunks = [(e, ms[i:i + chunk]) for e, ms in every.items() for i in range(0, len(ms), chunk)]
     left = collections.Counter(e for e, _ in chunks)
@@ -314,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2,
                         help="child processes at once (each runs up to 12 mutants)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run none")
+    parser.add_argument("--origin", choices=("generated", "hand-written", "blind"),
+                        help="run only the wrong answers of this origin (blind: written from "
+                             "the statement alone, exercises/solutions/blind.py)")
     parser.add_argument("--json", help="write every outcome to this file")
     parser.add_argument("--record", action="store_true",
                         help="(GPU) keep what the solutions' checks printed, for machines "
@@ -336,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    (equivalent) {m.key}: {why}")
         return 0
     print(f"# {env.environment_line()}", flush=True)
-    results = run_many(ids, args.jobs, report=lambda e, o: print(_summary(e, o), flush=True))
+    results = run_many(ids, args.jobs, report=lambda e, o: print(_summary(e, o), flush=True),
+                       origin=args.origin)
     wrong = [o for e in ids for o in results[e][1:]]
     alive = [o for o in wrong if not o.killed]
     failed = [e for e in ids if not solution_ok(results[e][0])]

@@ -293,7 +293,11 @@ The check has NVRTC evaluate your `element_of` for every thread of two blocks at
 (no GPU needed): every element once, one parity per warp, 64 floats per warp at most; it
 compiles the kernel for sm_90 and reads its SASS. On a GPU it runs it on n = 0, 1, 31, 33, 65,
 ..., 2^20 in a child process (`x` inside NaN, `y` fenced), under compute-sanitizer's memcheck,
-and times it against the lane-divergent original.""")
+and times it against the lane-divergent original.
+
+Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
+block, in three orders, each load and store checked against the tensors' bounds and alignment,
+races in shared and global memory reported; only the speed needs a GPU.""")
 def check_divergence(element_of, report) -> None:
     from exercises import sass_checks
 

@@ -10,10 +10,16 @@ before reading these.
 ``<slug>.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
 (:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``: the mutation
 harness skips them, and the reason is there for a reader to dispute.
+
+:mod:`~exercises.solutions.blind` is not a lesson's: it holds wrong answers written from the
+statements and stubs alone, by someone who never saw a check or a solution (:func:`blind_answers`);
+the mutation harness runs them and counts them apart.
 """
 
 import importlib
 import pkgutil
+
+BLIND = "blind"  # the module of wrong answers written without seeing the checks
 
 
 def answers() -> dict[str, tuple[str, dict[str, str]]]:
@@ -21,6 +27,8 @@ def answers() -> dict[str, tuple[str, dict[str, str]]]:
     lesson module here (a lone wrong answer is labelled "wrong")."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
+        if info.name == BLIND:
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for id, source in module.SOLUTIONS.items():
             wrong = module.WRONG[id]
@@ -36,3 +44,13 @@ def equivalent() -> dict[str, dict[str, str]]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         found.update(getattr(module, "EQUIVALENT", {}))
     return found
+
+
+def blind_answers() -> dict[str, dict[str, str]]:
+    """``{exercise id: {what it gets wrong: source}}``: the wrong answers written from the
+    statement and the stub alone (:mod:`exercises.solutions.blind`; empty where none)."""
+    try:
+        module = importlib.import_module(f"{__name__}.{BLIND}")
+    except ModuleNotFoundError:
+        return {}
+    return getattr(module, "BLIND", {})
