@@ -66,12 +66,7 @@ The check compiles it with NVRTC for sm_90 (no GPU needed) and looks for 16-byte
 PTX; on a GPU it also runs it (in a child process, so a crash cannot take the notebook down) on
 every remainder of `n % 4`, empty and misaligned tensors (`x` inside NaN, `y` fenced on both
 sides), under compute-sanitizer, counts with Nsight Compute that aligned groups of four take
-the `float4` path, then measures it against the copy bandwidth.
-
-Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
-block, in three orders, each load and store checked against the tensors' bounds and alignment,
-races in shared and global memory reported, and the 16-byte accesses counted as Nsight Compute
-counts them; only the speed needs a GPU.""")
+the `float4` path, then measures it against the copy bandwidth.""")
 def check_silu(source, report) -> None:
     expect(isinstance(source, str), f"SILU_SOURCE is a {type(source).__name__}; expected the "
            "kernel's source as a string")

@@ -211,12 +211,7 @@ blocks. The check compiles it with NVRTC (any machine) and reads the SASS for sh
 stores and loads (`STS`, `LDS`), a barrier (`BAR`) and no spills; on a GPU it runs it on
 awkward shapes in a child process (`x` inside NaN, `y` fenced on both sides), under
 compute-sanitizer's memcheck and racecheck, reads Nsight Compute's counters for coalesced loads
-and stores and for bank conflicts on the tile, and measures it against the copy bandwidth.
-
-Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
-block, in three orders, each load and store checked against the tensors' bounds and alignment,
-races in shared and global memory reported, and the sectors and bank wavefronts counted as
-Nsight Compute counts them; only the speed needs a GPU.""")
+and stores and for bank conflicts on the tile, and measures it against the copy bandwidth.""")
 def check_transpose(source, report) -> None:
     spec_checks.check_spec(SPECS["cuda_gelu.transpose"], source, report)
 
@@ -245,12 +240,7 @@ SASS for the shuffles (`SHFL`) and no spills; on a GPU it runs it in a child pro
 shapes (empty rows and columns, rows that are not a multiple of 8, `x` inside NaN, `y` fenced
 on both sides) against `x.sum(-1)`, under memcheck, reads Nsight Compute's counters for
 coalesced loads and one store per row (only lane 0 holds the whole sum), and measures it
-against the copy bandwidth.
-
-Without a GPU the same cases run on this CPU (`course_utils.cuda_on_cpu`): every thread of every
-block, in three orders, each load and store checked against the tensors' bounds and alignment,
-races in shared and global memory reported, and the sectors counted as Nsight Compute counts
-them; only the speed needs a GPU.""")
+against the copy bandwidth.""")
 def check_warp_sum(source, report) -> None:
     kernel_checks.expect_source(source, "WARP_SUM_SOURCE", kernel="warp_row_sum")
     ptx = kernel_checks.compile_answer(source, "warp_row_sum", "WARP_SUM_SOURCE", output="ptx",
