@@ -17,6 +17,7 @@ values are their own modules' tests' (tests/test_mma.py, tests/test_hopper.py).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -283,7 +284,9 @@ def test_a_kernel_that_says_yes_runs_and_is_right(kernel):
     dtypes, compare = _dtypes(kernel)
     failures = []
     for dtype in dtypes:
-        torch.manual_seed(hash((kernel.name, str(dtype))) % 2**31)
+        # a seed of its own per kernel and dtype, the same every run (hash() of a str is not:
+        # it changes with each process's PYTHONHASHSEED, and a rare draw failed a tolerance)
+        torch.manual_seed(zlib.crc32(f"{kernel.name} {dtype}".encode()))
         for label, args in EDGES[kernel.op](dtype, DEVICE):
             try:
                 OPS[kernel.op].validate(*args)

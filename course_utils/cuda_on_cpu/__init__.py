@@ -213,7 +213,7 @@ def _run(command: list[str], what: str) -> None:
 
 
 def _runtime_object() -> Path:
-    text = (HERE / "runtime.cpp").read_bytes()
+    text = b"".join(p.read_bytes() for p in sorted(HERE.glob("*.[ch]*")) if p.name != "device.h")
     out = env.var_dir("cuda_on_cpu") / f"runtime-{hashlib.sha256(text).hexdigest()[:12]}.o"
     if not out.exists():
         tmp = out.with_suffix(f".{random.randrange(1 << 30)}.tmp.o")
