@@ -118,8 +118,12 @@ def generate(exercise: str, source: str) -> list[Mutant]:
     return list(found.values())
 
 
-# where a wrong answer came from (Mutant.operator for those not generated)
-ORIGIN = {"hand-written": "hand-written", "blind": "blind"}
+ORIGINS = ("generated", "hand-written", "blind")  # where a wrong answer came from
+
+
+def origin(mutant: Mutant) -> str:
+    """"hand-written" (``WRONG``), "blind" (written from the statement alone) or "generated"."""
+    return mutant.operator if mutant.operator in ORIGINS else "generated"
 
 
 def hand_written(exercise: str) -> list[Mutant]:
@@ -244,16 +248,16 @@ def solution(exercise: str) -> Mutant:
 
 def run_many(exercises_: list[str], jobs: int, chunk: int = 12,
              report: Callable[[str, list[Outcome]], None] = lambda e, o: None,
-             origin: str | None = None) -> dict[str, list[Outcome]]:
+             only: str | None = None) -> dict[str, list[Outcome]]:
     """Every exercise's solution and mutants, in chunks of at most ``chunk``, ``jobs`` chunks
-    at a time; ``report`` as each exercise finishes (its solution's outcome first); ``origin``
-    ("generated", "hand-written", "blind"): only the wrong answers of that origin.
+    at a time; ``report`` as each exercise finishes (its solution's outcome first); ``only``
+    (one of :data:`ORIGINS`): only the wrong answers of that origin.
 
     The chunks are cut small enough to give every job work: a few exercises whose checks are
     slow (lesson 09's compile the attention kernel in a child of their own, 10-20 s each on a
     GPU) would otherwise queue a dozen each behind one another while most jobs sit idle."""
-    every = {e: [solution(e), *(m for m in all_mutants(e)[0] if origin in (
-        None, ORIGIN.get(m.operator, "generated")))] for e in exercises_}
+    every = {e: [solution(e), *(m for m in all_mutants(e)[0] if only in (None, origin(m)))]
+             for e in exercises_}
     chunk = max(1, min(chunk, -(-sum(map(len, every.values())) // max(jobs, 1))))
     chunks = [(e, ms[i:i + chunk]) for e, ms in every.items() for i in range(0, len(ms), chunk)]
     left = collections.Counter(e for e, _ in chunks)
@@ -287,11 +291,10 @@ def _summary(exercise: str, outcomes: list[Outcome]) -> str:
     first, wrong = outcomes[0], outcomes[1:]
     killed = sum(o.killed for o in wrong)
     not_yet = sum(o.status == "not yet" for o in wrong)
-    origins = collections.Counter(ORIGIN.get(o.mutant.operator, "generated") for o in wrong)
+    origins = collections.Counter(origin(o.mutant) for o in wrong)
     lines = [f"{exercise:16s} {killed:3d}/{len(wrong):3d} rejected ({not_yet} not yet, "
              f"{killed - not_yet} cannot check here; "
-             + ", ".join(f"{origins[k]} {k}" for k in ("generated", "hand-written", "blind")
-                         if origins[k])
+             + ", ".join(f"{origins[k]} {k}" for k in ORIGINS if origins[k])
              + f", {len(all_mutants(exercise)[1])} equivalent listed); solution: {first.status}"]
     if not solution_ok(first):
         lines.extend(f"    SOLUTION {ln}" for ln in first.said.splitlines()[:6])
@@ -325,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2,
                         help="child processes at once (each runs up to 12 mutants)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run none")
-    parser.add_argument("--origin", choices=("generated", "hand-written", "blind"),
+    parser.add_argument("--origin", choices=ORIGINS,
                         help="run only the wrong answers of this origin (blind: written from "
                              "the statement alone, exercises/solutions/blind.py)")
     parser.add_argument("--json", help="write every outcome to this file")
@@ -351,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"# {env.environment_line()}", flush=True)
     results = run_many(ids, args.jobs, report=lambda e, o: print(_summary(e, o), flush=True),
-                       origin=args.origin)
+                       only=args.origin)
     wrong = [o for e in ids for o in results[e][1:]]
     alive = [o for o in wrong if not o.killed]
     failed = [e for e in ids if not solution_ok(results[e][0])]

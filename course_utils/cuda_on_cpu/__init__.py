@@ -363,13 +363,6 @@ class Launch:
         return m
 
 
-def _dims(what: str, value) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
-        raise ValueError(f"{what} expected 1 to 3 positive ints, got {value!r}")
-    return (*dims, 1, 1)[:3]
-
-
 class Kernel:
     """A kernel compiled for the CPU: ``kernel(*args, grid=..., block=..., shared_mem=0)``
     as :func:`course_utils.nvrtc.kernel`'s, with CPU tensors. Each call runs in the next of
@@ -402,9 +395,9 @@ class Kernel:
                  order: int | None = None, seed: int = 0):
         import torch
 
-        grid, block = _dims("grid", grid), _dims("block", block)
-        if block[0] * block[1] * block[2] > 1024:
-            raise ValueError(f"block expected at most 1024 threads, got {block}")
+        from course_utils.nvrtc.launch import launch_shape
+
+        grid, block = launch_shape(grid, block, shared_mem)
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments "
                             f"({', '.join(p.name for p in self.params)}), got {len(args)}")

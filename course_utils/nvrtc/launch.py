@@ -178,6 +178,14 @@ class Prepared:
                                    stream, self.cluster)
 
 
+def launch_shape(grid, block, shared_mem: int = 0) -> tuple[tuple[int, int, int], ...]:
+    """(grid, block) as three ints each, checked against CUDA's limits (a ValueError naming
+    the argument otherwise); the CPU runner (:mod:`course_utils.cuda_on_cpu`) checks the same."""
+    grid, block = _dims("grid", grid), _dims("block", block)
+    _check_shape(grid, block, shared_mem)
+    return grid, block
+
+
 def _check_shape(grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem) -> None:
     if grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
         raise ValueError(f"grid expected x < 2^31 and y, z <= 65535, got {grid}")
