@@ -81,9 +81,12 @@ test: $(SETUP)
 	else echo "test: no ruff for $(PY): lint skipped (make test without SYSTEM_PYTHON lints)"; fi
 	$(PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
+# A worker per core shares one GPU: each gives its allocator's cache back after every test and
+# notebook cell (course_utils/shared_gpu.py), and expandable segments keep the cache from
+# fragmenting across the notebooks' many shapes.
 test-gpu:
 	@test "$(GPU_PY)" != python3 || echo "test-gpu: no .venv here (or SYSTEM_PYTHON=1): using $$(command -v python3)"
-	COURSE_STRICT=1 $(GPU_PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
+	COURSE_STRICT=1 COURSE_SHARED_GPU=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(GPU_PY) -m pytest $(XDIST) $(TEST_PATHS) $(NBVAL)
 
 bench:
 	$(GPU_PY) -m course bench

@@ -46,3 +46,7 @@ def register(ipython) -> None:
     ipython.register_magic_function(
         lambda line, cell: requires_magic(line, cell, ipython),
         magic_kind="cell", magic_name="requires")
+    from course_utils import shared_gpu
+
+    if shared_gpu.SHARED:
+        ipython.events.register("post_run_cell", shared_gpu.give_back_cached_memory)

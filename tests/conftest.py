@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import env
+from course_utils import env, shared_gpu
 
 
 def pytest_configure(config):
@@ -59,6 +59,14 @@ def pytest_collection_modifyitems(config, items):
                                                   run=False, strict=True))
             else:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _share_the_gpu():
+    """Under COURSE_SHARED_GPU=1 (make test-gpu) each test gives the allocator's cache back."""
+    yield
+    if shared_gpu.SHARED:
+        shared_gpu.give_back_cached_memory()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

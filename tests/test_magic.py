@@ -87,3 +87,29 @@ def test_strict_mode_and_an_optional_extra(shell, monkeypatch, capsys, tmp_path,
     assert ("ran" in shell.user_ns) == installed
     out = capsys.readouterr().out
     assert out.endswith("(an optional extra)\n") != installed
+
+
+def test_a_shared_gpu_gets_the_cache_back_after_every_cell(monkeypatch):
+    """COURSE_SHARED_GPU=1 (make test-gpu): the extension hooks every cell's end."""
+    from course_utils import magic, shared_gpu
+
+    calls = []
+    monkeypatch.setattr(shared_gpu, "SHARED", True)
+    monkeypatch.setattr(shared_gpu, "give_back_cached_memory", lambda *a: calls.append(a))
+    ip = InteractiveShell.instance()
+    magic.register(ip)
+    try:
+        ip.run_cell("x = 1")
+        assert calls, "no cell-end hook under COURSE_SHARED_GPU=1"
+    finally:
+        ip.events.unregister("post_run_cell", shared_gpu.give_back_cached_memory)
+
+
+def test_giving_the_cache_back_leaves_a_process_without_cuda_alone():
+    import torch
+
+    from course_utils import shared_gpu
+
+    was = torch.cuda.is_initialized()
+    shared_gpu.give_back_cached_memory()
+    assert torch.cuda.is_initialized() == was, "giving the cache back made a CUDA context"
