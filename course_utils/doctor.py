@@ -163,8 +163,9 @@ def output_rows(found: list[Lesson]) -> tuple[list[tuple[str, ...]], float]:
         skipped = [c["id"] for c in recordings.requires_cells(nb)
                    if _reasons(tuple(doctor_names(c)))]
         fresh = by_name[lesson.name]
-        recorded = sum(1 for i in skipped if i in fresh.fresh)
-        stale = sum(1 for i in skipped if i in fresh.stale)
+        outdated = set(fresh.stale) | set(fresh.kernels_changed)  # the cell or its kernels
+        recorded = sum(1 for i in skipped if i in fresh.fresh and i not in outdated)
+        stale = sum(1 for i in skipped if i in outdated)
         real = lesson.cells - len(skipped)
         real_total, cells_total = real_total + real, cells_total + lesson.cells
         rows.append((lesson.name, f"{real}/{lesson.cells} real ({real / lesson.cells:.0%})",

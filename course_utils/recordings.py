@@ -3,7 +3,8 @@
 ``make record`` (``python -m course record``, on a GPU box, with ``COURSE_STRICT=1``)
 executes the notebooks and stores, per ``%%requires`` cell, what it printed and drew:
 ``docs/recordings/<slug>.json``, named by the lesson's topic slug (the environment once,
-then per cell its id, the hash of its source, the source and its outputs) and
+then per cell its id, the hash of its source, the source, its outputs and the hashes of the
+kernel files it ran, found by :mod:`course_utils.cell_kernels`) and
 ``docs/recordings/<slug>/<cell id>-<k>.png`` for figures. Stderr (profiler and compiler
 chatter) is left out; long text is cut. A cell whose recording was carried over from another
 notebook's run (its unchanged source moved there when a lesson was split) keeps that run's
@@ -11,9 +12,12 @@ environment in its own ``"environment"``, which wins over the file's.
 
 When a cell skips, the magic calls :func:`show`: it finds the recording whose source hash is the
 cell's, or else the most similar recorded cell with the same ``%%requires`` line, shown marked
-**stale** (recorded for an earlier version of the cell). :func:`freshness` lists stale, orphaned
-and missing recordings per notebook (``tests/test_recordings.py`` fails on stale ones, so they
-are refreshed with the cell; ``make doctor`` counts real and recorded output).
+**stale** (recorded for an earlier version of the cell). A recording of the cell's own source
+is stale too when a kernel file it ran has changed since: the label names the files.
+:func:`freshness` lists stale, orphaned and missing recordings per notebook, and those whose
+kernels changed (``tests/test_recordings.py`` fails on a cell changed without its recording, so
+they are refreshed with the cell; a kernel's change shows in the label until ``make record``
+runs on a GPU; ``make doctor`` counts real, recorded and stale output).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import env, syllabus
+from course_utils import cell_kernels, env, syllabus
 
 RECORDINGS = env.ROOT / "docs" / "recordings"
 NOTEBOOKS = env.ROOT / "notebooks"
@@ -112,10 +116,16 @@ def record_notebook(executed: dict, name: str, environment: dict,
         for old in images.iterdir():
             old.unlink()
     images.mkdir(parents=True, exist_ok=True)
-    cells = []
-    for cell in requires_cells(executed):
+    cells, graph = [], cell_kernels.Graph()
+    code = [c for c in executed.get("cells", []) if c.get("cell_type") == "code"]
+    sources = [_source(c) for c in code]
+    for index, cell in enumerate(code):
+        if not sources[index].lstrip().startswith("%%requires"):
+            continue
         cells.append({"id": cell["id"], "hash": source_hash(_source(cell)),
-                      "source": _source(cell), "outputs": _outputs(cell, images, cell["id"])})
+                      "source": _source(cell), "outputs": _outputs(cell, images, cell["id"]),
+                      "kernels": cell_kernels.hashes(
+                          cell_kernels.kernel_files(sources, index, graph), graph)})
     path = folder / f"{name}.json"
     path.write_text(json.dumps({"format": FORMAT, "notebook": f"{name}.ipynb",
                                 "environment": environment, "cells": cells}, indent=1,
@@ -172,13 +182,22 @@ class Recorded:
     environment: dict
     folder: Path
 
-    def label(self, stale: bool) -> str:
+    def kernels_changed(self) -> list[str]:
+        """The kernel files this cell ran whose text has changed since it was recorded."""
+        return cell_kernels.changed(self.cell.get("kernels", {}))
+
+    def label(self, stale: bool, changed: list[str] | tuple[str, ...] = ()) -> str:
         e = self.environment
         where = " · ".join(str(x) for x in (e.get("device"), f"torch {e.get('torch')}",
                                              e.get("date"), f"git {e.get('git')}"))
         if stale:
             return (f"── recorded on {where}, for an EARLIER VERSION of this cell (stale: "
                     "re-record with `make record` on a GPU) ──")
+        if changed:
+            named = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more"
+                                              if len(changed) > 3 else "")
+            return (f"── recorded on {where}; the kernels it ran have CHANGED since ({named}): "
+                    "stale, the numbers may differ now (`make record` on a GPU) ──")
         return f"── recorded on {where}: what this cell showed there ──"
 
 
@@ -224,7 +243,7 @@ def show(source: str, folder: Path | None = None) -> bool:
     rec, stale = find(source, folder)
     if rec is None:
         return False
-    print(rec.label(stale))
+    print(rec.label(stale, () if stale else rec.kernels_changed()))
     for item in rec.cell["outputs"]:
         if "text" in item:
             print(item["text"], end="" if item["text"].endswith("\n") else "\n")
@@ -244,6 +263,7 @@ class Freshness:
     stale: list[str]  # recorded for an earlier source
     orphaned: list[str]  # recorded cells no longer in the notebook
     missing: list[str]  # %%requires cells without any recording
+    kernels_changed: list[str]  # fresh by source, but a kernel file they ran changed since
 
 
 def freshness(notebooks: Path | None = None, folder: Path | None = None) -> list[Freshness]:
@@ -252,14 +272,17 @@ def freshness(notebooks: Path | None = None, folder: Path | None = None) -> list
     for path in sorted(Path(notebooks).glob("*.ipynb")):  # the lessons and the appendices
         current = {c["id"]: source_hash(_source(c))
                    for c in requires_cells(json.loads(path.read_text()))}
-        recorded = {r.cell["id"]: r.cell["hash"] for r in all_recorded(folder)
-                    if r.notebook == recording_key(path.stem)}
+        mine = [r for r in all_recorded(folder) if r.notebook == recording_key(path.stem)]
+        recorded = {r.cell["id"]: r.cell["hash"] for r in mine}
         report.append(Freshness(
             notebook=path.stem, cells=len(current),
             fresh=[i for i, h in current.items() if recorded.get(i) == h],
             stale=[i for i, h in current.items() if i in recorded and recorded[i] != h],
             orphaned=[i for i in recorded if i not in current],
-            missing=[i for i in current if i not in recorded]))
+            missing=[i for i in current if i not in recorded],
+            kernels_changed=[r.cell["id"] for r in mine
+                             if current.get(r.cell["id"]) == r.cell["hash"]
+                             and r.kernels_changed()]))
     return report
 
 

@@ -125,3 +125,32 @@ def test_a_really_executed_notebook_records_its_figure(tmp_path):
     assert cell["outputs"][0] == {"text": "drawn\n"}
     (image,) = [o["image"] for o in cell["outputs"] if "image" in o]
     assert (tmp_path / "rec" / "01_fig" / image).read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_recording_goes_stale_with_the_kernels_its_cell_ran(tmp_path, capsys):
+    # the cell imports a kernel module in an earlier cell and uses it under %%requires
+    nb = _executed("%%requires cuda\nprint(naive.attention)")
+    nb.cells[0].source = "from kernels.attention import naive"
+    path = recordings.record_notebook(json.loads(nbformat.writes(nb)), "01_x", ENV, tmp_path)
+    (cell,) = json.loads(path.read_text())["cells"]
+    assert "kernels/attention/naive.py" in cell["kernels"], cell["kernels"]
+    assert recordings.show("%%requires cuda\nprint(naive.attention)", tmp_path)
+    assert "CHANGED" not in capsys.readouterr().out  # recorded from these very files
+    data = json.loads(path.read_text())
+    data["cells"][0]["kernels"]["kernels/attention/naive.py"] = "0" * 12  # as if edited since
+    path.write_text(json.dumps(data))
+    assert recordings.show("%%requires cuda\nprint(naive.attention)", tmp_path)
+    assert "have CHANGED since (kernels/attention/naive.py)" in capsys.readouterr().out
+
+
+def test_prose_in_a_kernel_file_leaves_its_recordings_fresh():
+    from course_utils import cell_kernels
+
+    code = 'def f():\n    """Why."""\n    return 1  # a remark\n'
+    edited = 'def f():\n    """Why, better said."""\n\n    return 1\n'
+    cuda = "__global__ void k() { /* old */ int i = 0; // note\n}"
+    assert cell_kernels._code_only("a.py", code) == cell_kernels._code_only("a.py", edited)
+    assert cell_kernels._code_only("a.py", code) != cell_kernels._code_only(
+        "a.py", code.replace("1", "2"))
+    assert cell_kernels._code_only("k.cu", cuda) == cell_kernels._code_only(
+        "k.cu", "__global__ void k() {\n  int i = 0;\n}")
