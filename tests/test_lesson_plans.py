@@ -148,7 +148,6 @@ def test_a_notebook_is_a_lecture_not_two(lesson):
 OVER_BUDGET = {
     "hopper_matmul": "split: sections 8-10 (sizes, split-K, scaled fp8) become a lesson",
     "attention": "cut or split: the variants (section 6) are a lesson's worth",
-    "byok": "cut: section 7's two halves",
 }
 
 
