@@ -86,3 +86,122 @@ def test_the_migration_rewrites_old_imports():
     assert migrate_imports.rewrite(old) == ("import exercises\nfrom exercises import cuda_gelu\n"
                                             "python -m course bench\nsee exercises/solutions/\n"
                                             "from course_utils import env\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Import circles: module A imports B (at module level or inside a function) and B, through any
+# chain, imports A. Each works only through the order in which Python runs the two files; the
+# ones below are known and to be removed (the list may only shrink).
+# --------------------------------------------------------------------------------------------
+
+KNOWN_CIRCLES = {
+    # a requirement predicate in env imports what it asks about
+    frozenset({"course_utils.env", "course_utils.ncu", "course_utils.plots"}),
+    frozenset({"course_utils.nvrtc.cache", "course_utils.nvrtc.compiler"}),
+    frozenset({"kernels.matmul.autotune", "kernels.matmul.mma"}),
+    # an op's __init__ defines it and imports its providers, which import its dtypes back
+    frozenset({"kernels.add", "kernels.add.load_inline", "kernels.add.nvrtc"}),
+    frozenset({"kernels.gelu", "kernels.gelu.extension", "kernels.gelu.pytorch",
+               "kernels.gelu.triton_gelu"}),
+    frozenset({"kernels.softmax", "kernels.softmax.pytorch", "kernels.softmax.triton_softmax"}),
+    frozenset({"kernels.rmsnorm", "kernels.rmsnorm.pytorch", "kernels.rmsnorm.triton_rmsnorm"}),
+    frozenset({"kernels.histogram", "kernels.histogram.nvrtc"}),
+    frozenset({"kernels.row_sum", "kernels.row_sum.nvrtc"}),
+    frozenset({"kernels.strided_copy", "kernels.strided_copy.nvrtc"}),
+    frozenset({"exercises.hopper_attention", "exercises.hopper_attention_gpu"}),
+    frozenset({"exercises.puzzle_checks", "exercises.puzzles", "exercises.triton_tools"}),
+}
+# larger tangles, named by a few members, with the most modules each may hold: the registry
+# package with the attention and matmul packages, and the exercise harness with its children
+KNOWN_TANGLES = {"kernels": ({"kernels", "kernels.attention", "kernels.matmul"}, 22),
+                 "exercises": ({"exercises", "exercises.kernel_checks", "exercises.mutants"}, 6)}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in LAYERS:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: the course modules it imports}``, function-level imports included."""
+    modules = _modules()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges.update(filter(None, (known(a.name) for a in node.names)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    edges.update(filter(None, [known(full if full in modules else base)]))
+        edges.discard(name)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_new_import_circle():
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 5000))
+    found = circles(import_graph())
+    tangled = {key: next((c for c in found if members <= c), frozenset())
+               for key, (members, _) in KNOWN_TANGLES.items()}
+    new = [sorted(c) for c in found if c not in KNOWN_CIRCLES and c not in tangled.values()]
+    assert not new, f"import circles (function-level imports count): {new}"
+    for key, (_, most) in KNOWN_TANGLES.items():
+        assert len(tangled[key]) <= most, (f"the {key} tangle grew to {len(tangled[key])} "
+                                           f"modules: {sorted(tangled[key])}")
+    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
+    assert not gone, f"these circles are gone: take them off KNOWN_CIRCLES: {gone}"
+
+
+def test_the_circle_finder_finds_one():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [frozenset({"a", "b", "c"})]
