@@ -97,8 +97,6 @@ def test_the_migration_rewrites_old_imports():
 KNOWN_CIRCLES = {
     # a requirement predicate in env imports what it asks about
     frozenset({"course_utils.env", "course_utils.ncu", "course_utils.plots"}),
-    frozenset({"course_utils.nvrtc.cache", "course_utils.nvrtc.compiler"}),
-    frozenset({"kernels.matmul.autotune", "kernels.matmul.mma"}),
     # an op's __init__ defines it and imports its providers, which import its dtypes back
     frozenset({"kernels.add", "kernels.add.load_inline", "kernels.add.nvrtc"}),
     frozenset({"kernels.gelu", "kernels.gelu.extension", "kernels.gelu.pytorch",

@@ -34,8 +34,9 @@ The package, by responsibility (import from ``course_utils.nvrtc``; the names be
 
 * :mod:`~course_utils.nvrtc.source`: reading a ``.cu`` file, the marker split, the generated
   header, the IDE header's example values;
-* :mod:`~course_utils.nvrtc.compiler`: compiling (:func:`compile`, :class:`Compiled`,
-  :class:`CompileError`, :func:`compile_in_threads`) and what this NVRTC can do;
+* :mod:`~course_utils.nvrtc.compiler`: compiling (:func:`compile`, :class:`CompileError`,
+  :func:`compile_in_threads`) and what this NVRTC can do;
+* :mod:`~course_utils.nvrtc.compiled`: what a compile gives back (:class:`Compiled`);
 * :mod:`~course_utils.nvrtc.cache`: the memory and disk caches;
 * :mod:`~course_utils.nvrtc.launch`: loading and launching (:func:`load`, :class:`Kernel`);
 * :mod:`~course_utils.nvrtc.torch_compat`: PyTorch's own, private NVRTC path
@@ -46,11 +47,11 @@ from course_utils.cuda_libs import nvrtc_library_path as library_path
 from course_utils.nvrtc import cache, compiler, launch, source, torch_compat
 from course_utils.nvrtc.arguments import ArgPacker, Param, check_args, parameters
 from course_utils.nvrtc.cache import cache_dir, clear_memory_cache, use_cache_dir
+from course_utils.nvrtc.compiled import Compiled
 from course_utils.nvrtc.compiler import (
     CACHE_FORMAT,
     DEFAULT_ARCH,
     DEFAULT_OPTIONS,
-    Compiled,
     CompileError,
     compile,
     compile_in_threads,

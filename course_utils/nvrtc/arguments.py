@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from course_utils.nvrtc.compiler import Compiled
+from course_utils.nvrtc.compiled import Compiled
 from course_utils.nvrtc.source import DTYPE_CTYPES, strip_comments
 
 _SCALARS: dict[str, tuple[type, str]] = {

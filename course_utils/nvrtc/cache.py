@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from course_utils import env
 
 if TYPE_CHECKING:
-    from course_utils.nvrtc.compiler import Compiled
+    from course_utils.nvrtc.compiled import Compiled
     from course_utils.nvrtc.source import Source
 
 _memory: dict[str, Compiled] = {}

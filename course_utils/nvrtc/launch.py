@@ -19,7 +19,8 @@ import torch
 
 from course_utils import cuda_libs, env
 from course_utils.nvrtc.arguments import ArgPacker, check_args, parameters
-from course_utils.nvrtc.compiler import Compiled, compile
+from course_utils.nvrtc.compiled import Compiled
+from course_utils.nvrtc.compiler import compile
 
 _lock = threading.Lock()
 
