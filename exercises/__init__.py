@@ -60,6 +60,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import io
 import os
 import pkgutil
 import sys
@@ -110,6 +111,9 @@ class Exercise:
     # text (right after its idea); "" puts it in the closing "Exercises" section
     section: str = ""
     isolated: bool = False  # checked in a child process on a GPU (exercises.isolated)
+    # on "not yet": picture(*answers) -> a figure of what the answer did beside what it should
+    # have (lesson 03's puzzles: the kernel's footprint), shown under the verdict
+    picture: Callable | None = None
 
     @property
     def lesson(self) -> str:
@@ -129,6 +133,7 @@ class Result:
     exercise: Exercise
     status: str  # "passed", "not yet", "not attempted", "cannot check here"
     lines: list[str] = field(default_factory=list)
+    figures: list = field(default_factory=list)  # shown under the verdict by check()
 
     @property
     def passed(self) -> bool:
@@ -144,12 +149,14 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
-             before: Sequence[str] = (), section: str = "", isolated: bool = False):
+             before: Sequence[str] = (), section: str = "", isolated: bool = False,
+             picture: Callable | None = None):
     """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
     ``before``: code cells shown between the statement and the stub (a tool to run first);
     ``section``: text of the heading whose section the exercise closes (next to its idea);
     ``isolated``: on a GPU the check runs in a child process (:mod:`exercises.isolated`: a
-    wrong answer may fault, and a fault would end the notebook's kernel)."""
+    wrong answer may fault, and a fault would end the notebook's kernel); ``picture``:
+    ``picture(*answers)`` -> a figure drawn under a "not yet" (:func:`run_check`)."""
     if not isinstance(id, str) or "." not in id:
         raise ValueError(f"id expected '<lesson>.<name>' (e.g. 'profiling.sync'), got {id!r}")
     if not answers:
@@ -158,7 +165,7 @@ def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: s
     def register(fn: Callable) -> Callable:
         _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
                                  check=fn, intro=intro, before=tuple(before),
-                                 section=section, isolated=isolated)
+                                 section=section, isolated=isolated, picture=picture)
         return fn
 
     return register
@@ -273,7 +280,13 @@ def _where_in_student_code(err: BaseException) -> str:
 
 
 def run_check(id: str, *answers) -> Result:
-    """Check ``answers`` for exercise ``id`` and return the :class:`Result` (prints nothing)."""
+    """Check ``answers`` for exercise ``id`` and return the :class:`Result` (prints nothing);
+    a "not yet" carries the exercise's picture of the answer, if it draws one."""
+    result = _verdict(id, *answers)
+    return _pictured(result, answers) if result.status == "not yet" else result
+
+
+def _verdict(id: str, *answers) -> Result:
     ex = get(id)
     if len(answers) != len(ex.answers):
         raise ValueError(f"exercise {id} expected {len(ex.answers)} answers "
@@ -308,10 +321,43 @@ def run_check(id: str, *answers) -> Result:
     return Result(ex, "passed", report.lines)
 
 
+def _pictured(result: Result, answers: tuple) -> Result:
+    """``result`` with its exercise's picture of the answer (``Exercise.picture``) added:
+    drawing it can fail on the very answer being judged, so any exception becomes one
+    line saying why there is no picture, and the verdict stands."""
+    if result.exercise.picture is None:
+        return result
+    try:
+        result.figures.append(result.exercise.picture(*answers))
+    except Exception as err:
+        why = str(err) if isinstance(err, CannotCheck) else (
+            f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}")
+        result.lines.append(f"(no picture of what your code did: {why})")
+    return result
+
+
+def _show(figure) -> None:
+    """``figure`` under the verdict, in a notebook: as a PNG (it belongs to no pyplot backend,
+    so nothing opens a window and nbval sees one image); elsewhere the Result keeps it."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=100)
+    display(Image(png.getvalue()))
+
+
 def check(id: str, *answers) -> None:
     """Check ``answers`` for exercise ``id`` and print the verdict (never raises on a wrong
-    answer, so the notebook goes on)."""
-    print(run_check(id, *answers))
+    answer, so the notebook goes on), then the pictures a "not yet" drew."""
+    result = run_check(id, *answers)
+    print(result)
+    for figure in result.figures:
+        _show(figure)
 
 
 # --------------------------------------------------------------------------------------------

@@ -261,41 +261,62 @@ def puzzle_child(source: str, small: bool) -> dict:
 
 
 def footprint(p: Puzzle, kernel, sizes: dict) -> dict[str, dict]:
-    """``{tensor name: {"shape", "loads": {program: element indices}, "stores": {...}}}`` of
-    ``kernel`` interpreted on ``sizes``: which elements of each tensor each program touched."""
+    """``{tensor name: {"shape", "loads": {program: element indices}, "stores": {...},
+    "outside": {"loads": lanes, "stores": lanes}}}`` of ``kernel`` interpreted on ``sizes``:
+    which elements of each tensor each program touched, and how many lanes touched memory
+    outside every tensor (counted against the tensor the other lanes of the same load or store
+    touched most; with none, the output for a store, the nearest input for a load). Those
+    lanes are switched off, not performed (:func:`exercises.triton_checks.bounds_checked`),
+    and every tensor sits between NaN fences, so a student's wrong kernel drawn here cannot
+    write over the process's memory."""
     from unittest import mock
 
     from triton.runtime import interpreter
 
-    tensors = {name: torch.zeros(shape(sizes)) for name, shape in p.inputs}
-    tensors["output"] = torch.zeros(p.output(sizes))
-    touched = {name: {"shape": tuple(t.shape), "loads": {}, "stores": {}}
-               for name, t in tensors.items()}
-    load = interpreter.InterpreterBuilder.create_masked_load
-    store = interpreter.InterpreterBuilder.create_masked_store
+    tensors = {name: fenced_copy(torch.zeros(shape(sizes))) for name, shape in p.inputs}
+    tensors["output"] = fenced_copy(torch.zeros(p.output(sizes)))
+    touched = {name: {"shape": tuple(t.shape), "loads": {}, "stores": {},
+                      "outside": {"loads": 0, "stores": 0}} for name, t in tensors.items()}
+    spans = np.array([(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                      for t in tensors.values()], dtype=np.int64)
 
     def record(kind, ptrs, mask):
         program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
         addresses = triton_checks._array(ptrs).astype(np.int64)
         addresses = addresses[np.broadcast_to(triton_checks._array(mask).astype(bool),
                                               addresses.shape)]
+        hit, hits = np.zeros(addresses.shape, dtype=bool), []
         for name, t in tensors.items():
             offset = (addresses - t.data_ptr()) // t.element_size()
-            inside = offset[(offset >= 0) & (offset < t.numel())]
-            if inside.size:
-                touched[name][kind].setdefault(program, set()).update(inside.tolist())
-
-    def loading(self, ptrs, mask, other, *rest, **options):
-        record("loads", ptrs, mask)
-        return load(self, ptrs, mask, other, *rest, **options)
-
-    def storing(self, ptrs, value, mask, *rest, **options):
-        record("stores", ptrs, mask)
-        return store(self, ptrs, value, mask, *rest, **options)
+            inside = (offset >= 0) & (offset < t.numel())
+            hit |= inside
+            hits.append(int(inside.sum()))
+            if inside.any():
+                touched[name][kind].setdefault(program, set()).update(offset[inside].tolist())
+        if not hit.all():  # a pointer's lanes ran off its tensor: whose pointer was it?
+            stray = addresses[~hit]
+            # (no lane inside any: a puzzle stores only the output; a load, the nearest input)
+            distance = np.maximum(spans[:-1, 0] - stray[0], stray[0] - spans[:-1, 1])
+            owner = (int(np.argmax(hits)) if max(hits) else len(hits) - 1 if kind == "stores"
+                     else int(np.argmin(distance)))
+            touched[list(tensors)[owner]]["outside"][kind] += stray.size
 
     copy = triton_checks.interpreted(kernel)
-    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \
-            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", storing):
-        p.launch(copy, {k: v for k, v in tensors.items() if k != "output"},
-                 tensors["output"], sizes)
+    with triton_checks.bounds_checked():  # (outermost: the recorders below see every lane)
+        load = interpreter.InterpreterBuilder.create_masked_load
+        store = interpreter.InterpreterBuilder.create_masked_store
+
+        def loading(self, ptrs, mask, other, *rest, **options):
+            record("loads", ptrs, mask)
+            return load(self, ptrs, mask, other, *rest, **options)
+
+        def storing(self, ptrs, value, mask, *rest, **options):
+            record("stores", ptrs, mask)
+            return store(self, ptrs, value, mask, *rest, **options)
+
+        with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \
+                mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store",
+                                  storing), np.errstate(all="ignore"):
+            p.launch(copy, {k: v for k, v in tensors.items() if k != "output"},
+                     tensors["output"], sizes)
     return touched

@@ -9,10 +9,14 @@ In the spirit of Sasha Rush's Triton-Puzzles (the same climb: 1-D, 2-D, reductio
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
+
 import torch
 
 from course_utils import env
-from exercises import exercise, triton_checks
+from exercises import CannotCheck, _triton_launchers, exercise, footprints, triton_checks
 from exercises.puzzle_checks import Puzzle, check_puzzle, footprint
 
 
@@ -222,50 +226,54 @@ TITLES = {
 }
 
 
-def draw(id: str):
-    """The picture of puzzle ``id``: which elements of each tensor its first programs load
-    (inputs) and store (the output), on its first problem, as the reference solution does it."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
+@functools.cache
+def _expected(id: str) -> dict:
+    """The reference solution's footprint of puzzle ``id`` on its first problem (drawn before
+    the puzzle and again under a wrong answer: interpreted once)."""
     from exercises import triton_child
     from exercises.solutions.puzzles import SOLUTIONS
 
     p = PUZZLES[id]
-    kernel = getattr(triton_child.imported(SOLUTIONS[id]), p.kernel)
-    try:
-        touched = footprint(p, kernel, p.cases[0])
-    except Exception as err:
-        if env.TRITON_INTERPRET or not triton_checks.copy_failed(err):
-            raise
-        import triton
+    return footprint(p, getattr(triton_child.imported(SOLUTIONS[id]), p.kernel), p.cases[0])
 
-        print(f"(no picture: it runs an interpreted copy of the kernel, which Triton "
-              f"{triton.__version__} cannot do here; the check says so too)")
-        return None
-    # the first four programs in launch order, one colour each, the same in every panel
-    programs = sorted({q for seen in touched.values() for kind in ("loads", "stores")
-                       for q in seen[kind]})[:4]
-    colours = dict(zip(programs, plt.get_cmap("tab10").colors, strict=False))
-    fig, axes = plt.subplots(1, len(touched), figsize=(3.2 * len(touched), 2.6), squeeze=False)
-    for ax, (name, seen) in zip(axes[0], touched.items(), strict=True):
-        shape = seen["shape"] if len(seen["shape"]) == 2 else (1, seen["shape"][0])
-        kind = "stores" if name == "output" else "loads"
-        image = np.ones((*shape, 3))
-        for program in reversed(programs):  # where two programs share an element: the first
-            for flat in seen[kind].get(program, ()):
-                image[np.unravel_index(flat, shape)] = colours[program]
-        ax.imshow(image, aspect="auto", interpolation="nearest")
-        ax.set_title(f"{name}: {'stored' if kind == 'stores' else 'loaded'}", fontsize=9)
-        ax.set_xticks([]), ax.set_yticks([])
-        ax.set_xlabel(" x ".join(map(str, seen["shape"])), fontsize=8)
-    grid_2d = any(q[1] for q in programs)
-    names = [str(q[:2]) if grid_2d else str(q[0]) for q in programs]
-    fig.suptitle(f"{id} on {p.label(p.cases[0])}: programs {', '.join(names)} in "
-                 f"{', '.join(c for c in ('blue', 'orange', 'green', 'red')[:len(names)])}",
-                 fontsize=9)
-    fig.tight_layout()
-    return fig
+
+def draw(id: str, yours=None):
+    """The picture of puzzle ``id``: which elements of each tensor its first programs load
+    (inputs) and store (the output), on its first problem, as the reference solution does it
+    (a pyplot figure: the notebook cell shows it). With ``yours`` (the student's kernel), what
+    it did above that, the differences marked (:mod:`exercises.footprints`): the puzzle's
+    picture under a "not yet", which raises :class:`exercises.CannotCheck` where it cannot be
+    drawn, for :func:`exercises.run_check` to say why in one line."""
+    import matplotlib.pyplot as plt
+
+    p = PUZZLES[id]
+    title = f"{id} on {p.label(p.cases[0])}"
+    if yours is None:
+        try:
+            return footprints.picture(title, _expected(id),
+                                      new_figure=lambda size: plt.figure(figsize=size))
+        except Exception as err:
+            if env.TRITON_INTERPRET or not triton_checks.copy_failed(err):
+                raise
+            import triton
+
+            print(f"(no picture: it runs an interpreted copy of the kernel, which Triton "
+                  f"{triton.__version__} cannot do here; the check says so too)")
+            return None
+    if not isinstance(yours, tuple(_triton_launchers())):
+        raise CannotCheck(f"{p.kernel} is not a @triton.jit kernel")
+    try:
+        expected = _expected(id)
+        # (the student's prints, tl.device_print's included, ran in the check already)
+        with contextlib.redirect_stdout(io.StringIO()):
+            mine = footprint(p, yours, p.cases[0])
+    except Exception as err:
+        said = (str(err).strip().splitlines() or [""])[0][:100]
+        if not env.TRITON_INTERPRET and triton_checks.copy_failed(err):
+            said = "this Triton cannot run an interpreted copy of a kernel here"
+        raise CannotCheck(f"Triton's interpreter could not run {p.kernel} "
+                          f"({type(err).__name__}: {said})") from err
+    return footprints.picture(title, expected, mine)
 
 
 def _register(p: Puzzle) -> None:
@@ -282,7 +290,8 @@ def _register(p: Puzzle) -> None:
     draw_cell = f"from exercises import puzzles\n\npuzzles.draw({p.id!r});"
 
     @exercise(p.id, title=f"Puzzle: {title}", stub=p.stub(), answers=(p.kernel,), intro=intro,
-              before=(draw_cell,), section=title)
+              before=(draw_cell,), section=title,
+              picture=lambda kernel, id=p.id: draw(id, kernel))
     def check(kernel, report, p=p) -> None:
         check_puzzle(p, kernel, report)
 
