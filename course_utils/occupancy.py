@@ -71,8 +71,12 @@ def limits_of(threads: int, registers: int, shared: int, limits: Limits = SM90) 
         per_partition = limits.registers // limits.sub_partitions // per_warp
         by_registers = per_partition * limits.sub_partitions // warps
     block_shared = _round_up(shared + limits.shared_reserved, limits.shared_unit)
-    by_shared = (0 if shared > limits.shared_per_block
-                 else limits.shared // block_shared)
+    if shared > limits.shared_per_block:
+        by_shared = 0
+    elif block_shared == 0:  # no shared memory and nothing reserved (not on an H100: 1 KiB is)
+        by_shared = limits.max_blocks
+    else:
+        by_shared = limits.shared // block_shared
     return {"warps": limits.max_warps // warps, "registers": by_registers,
             "shared memory": by_shared, "blocks": limits.max_blocks}
 
