@@ -98,14 +98,8 @@ KNOWN_CIRCLES = {
     # a requirement predicate in env imports what it asks about
     frozenset({"course_utils.env", "course_utils.ncu", "course_utils.plots"}),
     # an op's __init__ defines it and imports its providers, which import its dtypes back
-    frozenset({"kernels.add", "kernels.add.load_inline", "kernels.add.nvrtc"}),
     frozenset({"kernels.gelu", "kernels.gelu.extension", "kernels.gelu.pytorch",
                "kernels.gelu.triton_gelu"}),
-    frozenset({"kernels.softmax", "kernels.softmax.pytorch", "kernels.softmax.triton_softmax"}),
-    frozenset({"kernels.rmsnorm", "kernels.rmsnorm.pytorch", "kernels.rmsnorm.triton_rmsnorm"}),
-    frozenset({"kernels.histogram", "kernels.histogram.nvrtc"}),
-    frozenset({"kernels.row_sum", "kernels.row_sum.nvrtc"}),
-    frozenset({"kernels.strided_copy", "kernels.strided_copy.nvrtc"}),
     frozenset({"exercises.hopper_attention", "exercises.hopper_attention_gpu"}),
     frozenset({"exercises.puzzle_checks", "exercises.puzzles", "exercises.triton_tools"}),
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from course_utils import cuda_ext
-from kernels.add import DTYPES
+from kernels.add.op import DTYPES
 from kernels.registry import register
 
 SOURCE = Path(__file__).with_name("add_op.cu")  # the kernel and its launcher (nvcc)
@@ -39,7 +39,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     the process with a segmentation fault, while torch's own C++ errors were fine: validate
     before crossing into C++, and a mistake stays a Python ``ValueError``.
     """
-    from kernels.add import _validate
+    from kernels.add.op import _validate
 
     _validate(a, b)
     if a.dtype not in DTYPES + (torch.float64,):

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
-from kernels.add import DTYPES
+from kernels.add.op import DTYPES
 from kernels.registry import register
 
 SOURCE = Path(__file__).with_name("add.cu")

@@ -11,7 +11,7 @@ atomics, not the reads.
 from __future__ import annotations
 
 from course_utils import env, plots, results, timing
-from kernels.histogram import skewed, uniform
+from kernels.histogram.op import skewed, uniform
 from kernels.registry import all_kernels, reference
 
 LESSON = "first_kernels.histogram"

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
-from kernels.histogram import DTYPES
+from kernels.histogram.op import DTYPES
 from kernels.registry import register
 
 SOURCE = Path(__file__).with_name("histogram.cu")

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from course_utils import env, results, timing
 from course_utils.plots import stamped_table
 from kernels.registry import all_kernels
-from kernels.rmsnorm import EPS
+from kernels.rmsnorm.op import EPS
 
 LESSON = "rmsnorm"  # its own records: running it alone keeps lesson 02's softmax records
 HIDDEN = (4096, 8192)

@@ -12,7 +12,7 @@ import torch
 
 from kernels.compiled import compile_on_first_call
 from kernels.registry import register
-from kernels.rmsnorm import EPS, FLOAT_DTYPES, rmsnorm_eager
+from kernels.rmsnorm.op import EPS, FLOAT_DTYPES, rmsnorm_eager
 
 _compiled = compile_on_first_call(rmsnorm_eager)  # (why lazily: see the function)
 

@@ -47,7 +47,7 @@ import triton.language as tl
 from course_utils import env
 from kernels.gelu.triton_gelu import triton_device_check
 from kernels.registry import register
-from kernels.rmsnorm import EPS, KERNEL_DTYPES
+from kernels.rmsnorm.op import EPS, KERNEL_DTYPES
 from kernels.softmax.triton_softmax import num_warps_for
 from kernels.triton_launch import Launcher, cdiv, next_power_of_2
 

@@ -14,7 +14,7 @@ import torch
 
 from course_utils import nvrtc
 from kernels.registry import register
-from kernels.row_sum import DTYPES
+from kernels.row_sum.op import DTYPES
 
 SOURCE = Path(__file__).with_name("row_sum.cu")
 WARP = 32

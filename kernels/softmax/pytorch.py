@@ -9,7 +9,7 @@ import torch
 
 from kernels.compiled import compile_on_first_call
 from kernels.registry import register
-from kernels.softmax import FLOAT_DTYPES
+from kernels.softmax.op import FLOAT_DTYPES
 
 
 @register("softmax", "manual", dtypes=FLOAT_DTYPES)

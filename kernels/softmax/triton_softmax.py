@@ -13,7 +13,7 @@ import triton.language as tl
 from course_utils import env
 from kernels.gelu.triton_gelu import triton_device_check
 from kernels.registry import register
-from kernels.softmax import FLOAT_DTYPES
+from kernels.softmax.op import FLOAT_DTYPES
 from kernels.triton_launch import Launcher, next_power_of_2
 
 # A row lives in registers: beyond this, registers spill and a multi-pass kernel wins.

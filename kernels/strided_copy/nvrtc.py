@@ -9,7 +9,7 @@ import torch
 
 from course_utils import nvrtc
 from kernels.registry import register
-from kernels.strided_copy import DTYPES
+from kernels.strided_copy.op import DTYPES
 
 SOURCE = Path(__file__).with_name("strided_copy.cu")
 KERNEL = "strided_copy"
