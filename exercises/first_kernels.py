@@ -70,10 +70,93 @@ FLIP_SPEC = Spec(
          "a thread outside the matrix (r >= rows or c >= cols) must not load or store")
 
 
+# Offsets past 2^31 elements. The statement asks for r and c in 64 bits: in a matrix of more than
+# 2^31 elements (8 GiB of float32) r * cols + c passes 2^31, where a 32-bit int wraps around to a
+# negative offset. The awkward shapes are all small, so on this CPU one more problem runs: a
+# matrix of 2^31 + 2^18 elements whose x and y are reserved, not allocated (mmap with
+# MAP_NORESERVE: only the pages the kernel touches are ever committed, a few hundred KiB), and of
+# whose grid only the four corner blocks run (the CPU runner's blocks=). The first block row
+# reads x's last rows (the source offset passes 2^31), the last block row writes y's last rows
+# (the destination offset does); an offset that wrapped lands before x or y, 8 GiB apart so that
+# it cannot land in the other one, and the runner's bounds check names the thread and the line.
+# (On a GPU the child runs the awkward shapes only: 17 GiB of memory is more than a student's GPU
+# may have.)
+WIDE_FLIP = (262144, 8193)  # rows x cols: its last 32 rows start at element 2^31 or later
+WIDE_HINT = ("compute c and r in long long (blockIdx.y * (long long)blockDim.y + threadIdx.y), and "
+             "the offsets r * cols + c from them: past 2^31 elements (an 8 GiB float32 matrix) an "
+             "int offset wraps around to a negative one")
+
+
+def _reserved(numel: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two float32 tensors of ``numel`` elements, reserved with MAP_NORESERVE (no page committed
+    until it is touched; reading an untouched one gives 0) and 8 GiB apart, so that an int32
+    element offset from one (at most 2^31 elements, 8 GiB, either way) never lands in the other.
+    An OSError where the system refuses the reservation (strict overcommit)."""
+    import mmap
+
+    gap = 4 << 31
+    # MAP_NORESERVE is 0x4000 on Linux x86-64 and arm64; Python names it from 3.12 on
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000)
+    memory = mmap.mmap(-1, 2 * 4 * numel + gap, flags=flags)
+    x = torch.frombuffer(memory, dtype=torch.float32, count=numel)
+    y = torch.frombuffer(memory, dtype=torch.float32, count=numel, offset=4 * numel + gap)
+    return x, y  # (each keeps the mapping alive; it is unmapped when both are gone)
+
+
+def _flip_past_2_31(source: str) -> dict:
+    """:data:`WIDE_FLIP` on this CPU, its four corner blocks only: the child's verdict."""
+    from course_utils import cuda_on_cpu
+    from exercises import compare
+
+    rows, cols = WIDE_FLIP
+    label = (f"{rows}x{cols} (2^31 + {rows * cols - 2**31} elements, x and y reserved, not "
+             "allocated; its four corner blocks run)")
+    print(json.dumps({"case": label}), flush=True)
+    try:
+        x, y = (t.view(rows, cols) for t in _reserved(rows * cols))
+    except OSError as err:
+        return {"unsupported": f"this CPU cannot reserve 25 GiB of address space for offsets "
+                               f"past 2^31 elements ({err})"}
+    edge = FLIP_BLOCK[1]  # one block row
+    ends = (slice(0, edge), slice(rows - edge, rows))
+    for part in ends:  # the only pages committed: the rows the corner blocks read and write
+        x[part] = torch.randn(edge, cols)
+        y[part] = kernel_checks.FENCE
+    grid = (_cdiv(cols, FLIP_BLOCK[0]), _cdiv(rows, FLIP_BLOCK[1]))
+    corners = [(bx, by) for by in (0, grid[1] - 1) for bx in (0, grid[0] - 1)]
+    try:
+        kernel_checks.load(source, "flip_rows")(x, y, rows, cols, grid=grid, block=FLIP_BLOCK,
+                                                blocks=corners)
+    except cuda_on_cpu.KernelFault as fault:
+        return {"mismatch": f"{label}: {fault}", "fault": fault.kind, "hint": WIDE_HINT}
+    # what the corner blocks cover: their rows, columns 0-31 and those of the last column block
+    covered = torch.cat([torch.arange(FLIP_BLOCK[0]), torch.arange((grid[0] - 1) * FLIP_BLOCK[0],
+                                                                   cols)])
+    for part, other in zip(ends, reversed(ends), strict=True):
+        want = torch.full((edge, cols), kernel_checks.FENCE)
+        want[:, covered] = x[other].flip(0)[:, covered]
+        try:
+            compare(y[part], want, what=f"{label}, rows {part.start}-{part.stop - 1} of y "
+                    f"(columns 0-31 and {covered[FLIP_BLOCK[0]]}-{cols - 1} written, the others "
+                    "left alone)")
+        except Mismatch as wrong:
+            return {"mismatch": wrong.message, "hint": WIDE_HINT}
+    return {"ok": True}
+
+
+WIDE_RAN = (f"offsets past 2^31 elements right: {WIDE_FLIP[0]}x{WIDE_FLIP[1]}, its first and last "
+            "rows (on this CPU: x and y reserved, not allocated, and the grid's four corner blocks "
+            "run, every load and store checked against the tensors' bounds)")
+
+
 def flip_child(source: str, small: bool) -> dict:
     """The GPU child of first_kernels.flip_rows (run by
-    :func:`exercises.kernel_checks.run_child`)."""
-    return spec_checks.spec_child(FLIP_SPEC, source, small)
+    :func:`exercises.kernel_checks.run_child`); on this CPU, the problem past 2^31 elements
+    after the awkward shapes (:func:`_flip_past_2_31`)."""
+    verdict = spec_checks.spec_child(FLIP_SPEC, source, small)
+    if verdict.get("ok") and kernel_checks.device() == "cpu":
+        return _flip_past_2_31(source)
+    return verdict
 
 
 def flip_profile(source: str):
@@ -122,6 +205,8 @@ def check_flip(source, report) -> None:
                "does not use the grid's second dimension, so with the 2-D launch most rows are "
                "never visited", "r = blockIdx.y * blockDim.y + threadIdx.y")
     spec_checks.check_spec(FLIP_SPEC, source, report)
+    if not env.HAS_CUDA:  # (it passed: the CPU child ran the problem past 2^31 elements too)
+        report.line(WIDE_RAN)
 
 
 # --------------------------------------------------------------------------------------------

@@ -79,6 +79,44 @@ def _exact(x, weight, dy):
     return x64.grad, w64.grad
 
 
+# x's and weight's dtypes for _returned: both bf16 (the model's bf16 run), and bf16 x with a float32
+# weight, where "weight's dtype" is not x's
+RETURN_DTYPES = ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32))
+
+
+def _returned(rmsnorm_backward) -> str:
+    """dx with x's shape and dtype, dweight with weight's, as the statement asks, from a direct
+    call; the report line. Behind the op's ``torch.autograd.Function`` the check of the gradients
+    cannot see it: autograd casts a gradient of another dtype to its input's silently (an extra
+    pass over dx, in float32 twice the bytes of bf16, on every step)."""
+    device = env.DEFAULT_DEVICE
+    gen = torch.Generator().manual_seed(3)
+    rows, cols = 7, 33
+    for x_dtype, w_dtype in RETURN_DTYPES:
+        x = torch.randn(rows, cols, generator=gen).to(device, x_dtype)
+        weight = (1 + 0.5 * torch.randn(cols, generator=gen)).to(device, w_dtype)
+        dy = torch.randn(rows, cols, generator=gen).to(device, x_dtype)
+        rstd = torch.rsqrt(x.double().pow(2).mean(1) + EPS).float()
+        out = rmsnorm_backward(dy, x, weight, rstd)
+        expect(isinstance(out, tuple | list) and len(out) == 2, "rmsnorm_backward expected to "
+               f"return (dx, dweight), got {type(out).__name__}", SWAP_HINT)
+        given = (f"x {str(x_dtype).removeprefix('torch.')} ({rows}x{cols}), weight "
+                 f"{str(w_dtype).removeprefix('torch.')} ({cols})")
+        for name, got, arg, want in (("dx", out[0], "x", x), ("dweight", out[1], "weight", weight)):
+            expect(isinstance(got, torch.Tensor), f"with {given}: {name} expected a tensor, got "
+                   f"{type(got).__name__}", SWAP_HINT)
+            expect(got.shape == want.shape, f"with {given}: {name} has shape "
+                   f"{tuple(got.shape)}, {arg}'s is {tuple(want.shape)}", "return (dx, dweight) "
+                   "in that order, dx like x (rows x cols), dweight like weight (cols)")
+            expect(got.dtype == want.dtype, f"with {given}: {name} came back in {got.dtype}; the "
+                   f"statement asks for it in {arg}'s dtype, {want.dtype} (behind the "
+                   "autograd.Function autograd would cast it silently, an extra pass over it on "
+                   "every step)", "compute in float32, then return dx.to(x.dtype), "
+                   "dweight.to(weight.dtype)")
+    return ("dx in x's dtype and dweight in weight's (bf16 x with a bf16 weight, and with a "
+            "float32 one)")
+
+
 def _op_level(kernel) -> str:
     """The registered kernel's gradients against float64 autograd; the report line."""
     shapes = ((1, 1), (7, 33), (3, 781), (16, 64))
@@ -282,6 +320,7 @@ def check_swap(rmsnorm_backward, report) -> None:
                               needs=("triton",), description="your backward, the course's "
                               "Triton forward")
     try:
+        report.line(_returned(rmsnorm_backward))
         report.line(_op_level(kernel))
         report.line(_reproducible(rmsnorm_backward))
         report.line(_many_rows(rmsnorm_backward))

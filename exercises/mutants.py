@@ -149,9 +149,9 @@ def all_mutants(exercise: str) -> tuple[list[Mutant], list[tuple[Mutant, str]]]:
     from exercises import solutions
 
     known = solutions.equivalent().get(exercise, {})
-    generated = generate(exercise, solutions.answers()[exercise][0])
-    run = [m for m in generated if m.key not in known] + hand_written(exercise) + blind(exercise)
-    return run, [(m, known[m.key]) for m in generated if m.key in known]
+    listed = generate(exercise, solutions.answers()[exercise][0]) + blind(exercise)
+    run = [m for m in listed if m.key not in known] + hand_written(exercise)
+    return run, [(m, known[m.key]) for m in listed if m.key in known]
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ run and times it against the course's backward (:mod:`kernels.rmsnorm.triton_rms
 
 from __future__ import annotations
 
+import contextlib
+from unittest import mock
+
+import numpy as np
 import torch
 
 from course_utils import env
@@ -89,6 +93,105 @@ HINT = ("per row: load x and dy (masked, other=0.0), rstd = tl.load(rstd_ptr + r
         "rstd, g = dy * w; dx = rstd * (g - x_hat * tl.sum(g * x_hat, axis=0) / n_cols); keep "
         "dw += dy * x_hat in float32 across the program's rows and store it once, in row p of "
         "partial")
+
+
+# dweight summed over many bf16 rows: every dy · x_hat > 0 (dy takes x's sign), so each column's
+# sum grows to about 0.64 per row. Kept in float32 and rounded once, it is within a bf16 rounding
+# (2^-8 of itself) of float64's. Kept in bf16, a program's running sum stops growing once its
+# half step passes the terms it adds (from 128 up a bf16 step is 1, from 256 up 2): with the
+# launcher's 4 programs on a CPU, 256 rows each, it comes out about 5% short, six times the
+# tolerance below. (Fewer rows would not stall the sums; the interpreter takes ~2.6 ms a row.)
+# Compiled on a GPU the launcher starts two programs per multiprocessor (264 on an H100): 262144
+# rows give each of them about a thousand.
+LONG_SUM = {True: (1024, 32), False: (262144, 32)}  # (rows, cols) by env.TRITON_INTERPRET
+LONG_HINT = ("keep dw in float32 across the program's rows: dw = tl.zeros((BLOCK,), "
+             "dtype=tl.float32) whatever the input's dtype, dw += dy * x_hat with dy and x_hat in "
+             "float32; a sum kept in bf16 stops growing once its rounding step passes the terms "
+             "it adds")
+
+
+def _long_problem(rows: int, cols: int, device: str):
+    """(dy, x, weight, rstd) in bf16 whose dy · x_hat are all positive (fixed seed)."""
+    gen = torch.Generator().manual_seed(10)
+    x = torch.randn(rows, cols, generator=gen)
+    weight = 1 + 0.5 * torch.randn(cols, generator=gen)
+    dy = torch.randn(rows, cols, generator=gen).abs() * x.sign()
+    x, weight, dy = (t.to(device, torch.bfloat16) for t in (x, weight, dy))
+    rstd = torch.rsqrt(x.double().pow(2).mean(1) + EPS).float()
+    return dy, x, weight, rstd
+
+
+@contextlib.contextmanager
+def _bf16_arithmetic():
+    """In Triton's interpreter, arithmetic on bf16 values as a GPU does it: each result of an
+    elementwise operation rounded to bf16, to nearest even. The interpreter keeps bf16 values as
+    their 16-bit patterns (uint16) and operates on those as integers (0.7 + 0.7 in bf16 came out
+    as 7.6e37), so a running sum kept in bf16 gave noise where a GPU's stops growing, and the
+    check would say "not yet" for the wrong reason. Its casts between bf16 and float32 are right
+    and stay as they are. Compiled, nothing changes."""
+    if not env.TRITON_INTERPRET:
+        yield
+        return
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    binary_op, unary_op, create_fma = builder.binary_op, builder.unary_op, builder.create_fma
+    Handle = interpreter.TensorHandle
+
+    def is_bf16(handle) -> bool:
+        return getattr(handle.dtype, "scalar", handle.dtype) == tl.bfloat16
+
+    def wide(handle) -> np.ndarray:  # bf16 patterns -> float32 (exact)
+        return (np.asarray(handle.data).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+    def narrow(values: np.ndarray) -> np.ndarray:  # float32 -> bf16 patterns, to nearest even
+        bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
+        return np.where(np.isnan(values), np.uint16(0x7FC0),
+                        (rounded >> np.uint32(16)).astype(np.uint16))
+
+    def binary(self, lhs, rhs, op):
+        if not is_bf16(lhs):
+            return binary_op(self, lhs, rhs, op)
+        out = op(wide(lhs), wide(rhs))
+        if out.dtype == np.bool_:  # a comparison: as the interpreter returns one
+            return Handle(out, lhs.dtype.scalar)
+        return Handle(narrow(out), tl.bfloat16)
+
+    def unary(self, arg, op):
+        if not is_bf16(arg):
+            return unary_op(self, arg, op)
+        return Handle(narrow(op(wide(arg))), tl.bfloat16)
+
+    def fma(self, x, y, z):
+        if not is_bf16(z):
+            return create_fma(self, x, y, z)
+        return Handle(narrow(wide(x) * wide(y) + wide(z)), tl.bfloat16)
+
+    with mock.patch.object(builder, "binary_op", binary), \
+            mock.patch.object(builder, "unary_op", unary), \
+            mock.patch.object(builder, "create_fma", fma):
+        yield
+
+
+def _long_sums(rmsnorm_backward) -> str:
+    """dweight of :func:`_long_problem` within two bf16 roundings of float64's (dx within the
+    bf16 cases' tolerance); the report line."""
+    rows, cols = LONG_SUM[env.TRITON_INTERPRET]
+    dy, x, weight, rstd = _long_problem(rows, cols, env.DEFAULT_DEVICE)
+    with _bf16_arithmetic():
+        dx, dweight = call_answer(rmsnorm_backward, dy, x, weight, rstd)
+    exact_dx, exact_dw = exact_gradients(dy, x, weight)
+    what = (f"{rows}x{cols} bfloat16, every dy · x_hat > 0 (each column of dweight a sum of "
+            f"{rows} positive terms, about {float(exact_dw.mean()):.0f})")
+    compare(dx, exact_dx.to(torch.bfloat16), what=f"dx, {what}", atol=2e-2, rtol=2e-2, hint=HINT)
+    # rounding the float32 sum to bf16 once moves it by at most 2^-8 of itself: two roundings
+    # allowed; a float32 sum's own error is far below it
+    compare(dweight.float(), exact_dw.float(), what=f"dweight, {what}", rtol=2.0**-7,
+            atol=1e-5 * float(exact_dw.abs().max()), hint=LONG_HINT)
+    return (f"dweight over {rows} bf16 rows of positive terms within a bf16 rounding of "
+            "float64's (summed in float32)")
 
 
 def _bounds(rmsnorm_backward) -> str:
@@ -190,11 +293,13 @@ def check_backward(rmsnorm_bwd_kernel, rmsnorm_backward, report) -> None:
     dy, x, weight, rstd = _problem(0, 8, torch.float32, device)
     dx, dweight = call_answer(rmsnorm_backward, dy, x, weight, rstd)
     compare(dweight, torch.zeros(8, device=device), what="dweight of no rows", hint=HINT)
+    long_sums = _long_sums(rmsnorm_backward)
     expect_triton_kernel(rmsnorm_backward, _problem(7, 33, torch.float32, device),
                          what="rmsnorm_backward")
     how = "Triton's interpreter" if env.TRITON_INTERPRET else "compiled Triton"
     report.line(f"dx and dweight match float64 autograd in {', '.join(str(d)[6:] for d in dtypes)}"
                 f" on {', '.join(f'{r}x{c}' for r, c in cases)} and no rows ({how})")
+    report.line(long_sums)
     report.line(bounds)
     if not env.HAS_CUDA:
         report.line("speed and a bit-identical dweight on a second run: measured only on a GPU")

@@ -173,6 +173,22 @@ def test_silu_without_a_gpu_is_decided_on_the_cpu():
     assert "not timed here" in text, text
 
 
+def test_a_warp_sum_under_activemask_gets_not_yet_on_the_cpu():
+    """__activemask() promises no convergence: in the CPU runner's shuffled run it names the
+    calling lane alone, and a shuffle under that mask reads a lane it does not name (the blind
+    answer of exercises/solutions/blind); the full-mask solution passes in every order."""
+    if env.HAS_CUDA or env.unmet("nvrtc"):
+        pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
+    id = "cuda_gelu.warp_sum"
+    wrong = solutions.blind_answers()[id]["shuffle mask from __activemask() instead of the full "
+                                          "warp"]
+    for source, status in ((solutions.answers()[id][0], "passed"), (wrong, "not yet")):
+        result = exercises.run_check(id, exercises.load_cell(source, "warp_sum")["WARP_SUM_SOURCE"])
+        assert result.status == status, str(result)
+    text = str(result)
+    assert "which is not in the shuffle's mask" in text and "__activemask()" in text, text
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("id", "says"), [
     ("cuda_gelu.silu", "16-byte accesses on aligned memory"),

@@ -68,6 +68,22 @@ extern "C" __global__ void columns(float* y, int pad) {
 extern "C" __global__ void counted(const float* x, int* y) {
     y[threadIdx.x] = __syncthreads_count(x[threadIdx.x] > 0);
 }
+extern "C" __global__ void active(unsigned* y, int n) {
+    if (threadIdx.x < n) y[threadIdx.x] = __activemask();
+}
+extern "C" __global__ void active_sum(const float* x, float* y) {
+    float s = x[threadIdx.x];
+    const unsigned mask = __activemask();
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(mask, s, offset);
+    if (threadIdx.x % 32 == 0) y[threadIdx.x / 32] = s;
+}
+extern "C" __global__ void mark_blocks(int* y) {
+    if (threadIdx.x == 0) y[blockIdx.y * gridDim.x + blockIdx.x] = 1;
+}
+extern "C" __global__ void offset_in_int(const float* x, float* y, long long cols) {
+    const int r = blockIdx.x, c = threadIdx.x;
+    y[r * (int)cols + c] = x[r * (int)cols + c];
+}
 """
 
 
@@ -203,3 +219,47 @@ def test_bad_arguments_are_named(kernels):
         k(torch.zeros(1), torch.zeros(1), 1, 1, grid=1, block=2048)
     with pytest.raises(TypeError, match="pass a Python number"):
         k(torch.zeros(1), torch.zeros(1), torch.tensor(1), 1, grid=1, block=1)
+
+
+def test_activemask_is_the_converged_lanes_in_order_and_the_lane_alone_shuffled(kernels):
+    # lanes 0-19 take the branch, 20-63 exit: run in order, the lanes that reach the call
+    # together; shuffled, each lane alone (independent thread scheduling allows either)
+    k = kernels("active")
+    for order, want in ((0, [0xFFFFF] * 20), (1, [0xFFFFF] * 20),
+                        (2, [1 << lane for lane in range(20)])):
+        y = torch.zeros(64, dtype=torch.int32)
+        k(y, 20, grid=1, block=64, order=order)
+        assert [v & 0xFFFFFFFF for v in y[:20].tolist()] == want, order
+        assert not y[20:].any()
+
+
+def test_a_warp_sum_under_activemask_is_named_in_the_shuffled_run(kernels):
+    k, x, y = kernels("active_sum"), torch.randn(64), torch.zeros(2)
+    for order in (0, 1):  # every lane got there together: the full warp
+        k(x, y, grid=1, block=64, order=order)
+        assert torch.allclose(y, x.view(2, 32).sum(1))
+    with pytest.raises(cuda_on_cpu.KernelFault, match="which is not in the shuffle's mask "
+                       r"\(0x[0-9a-f]{8}\).*__activemask\(\) promises no convergence") as fault:
+        k(x, y, grid=1, block=64, order=2)
+    assert fault.value.kind == "lane not in mask"
+
+
+def test_blocks_runs_only_the_named_blocks(kernels):
+    k = kernels("mark_blocks")
+    y = torch.zeros(12, dtype=torch.int32)
+    k(y, grid=(4, 3), block=32, blocks=[(0, 0), (3, 2), (1, 1)])
+    assert torch.nonzero(y).flatten().tolist() == [0, 5, 11]
+    with pytest.raises(ValueError, match="outside the grid"):
+        k(y, grid=(4, 3), block=32, blocks=[(4, 0)])
+
+
+def test_an_int_offset_past_2_31_elements_is_caught_over_reserved_memory(kernels):
+    """The last row of a matrix past 2^31 elements, reserved (MAP_NORESERVE) and never
+    allocated: r * (int)cols wraps around to a negative offset, which lands before x."""
+    from exercises.first_kernels import _reserved
+
+    rows, cols = 1 << 16, (1 << 15) + 32  # 2^31 + 2^21 elements: the last row starts past 2^31
+    x, y = (t.view(rows, cols) for t in _reserved(rows * cols))
+    x[-1, :32] = torch.arange(32.0)
+    with pytest.raises(cuda_on_cpu.KernelFault, match=r"at x\[-\d+\].*before the start of x"):
+        kernels("offset_in_int")(x, y, cols, grid=(rows, 1, 1), block=32, blocks=[(rows - 1,)])

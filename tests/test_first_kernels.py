@@ -94,6 +94,29 @@ def test_the_divergence_map_check_rejects_a_lane_parity_and_accepts_the_solution
         assert nvrtc._element_table(solution["ELEMENT_OF"])[:4] == [0, 2, 4, 6]
 
 
+def test_int32_offsets_get_not_yet_past_2_31_elements_on_the_cpu():
+    """The statement asks for the index in 64 bits: on a CPU the check runs the corner blocks of
+    a matrix past 2^31 elements (reserved, not allocated), where an int offset wraps around (the
+    blind answer of exercises/solutions/blind); the long long solution passes."""
+    import exercises
+    from exercises import solutions
+
+    if env.HAS_CUDA or env.unmet("nvrtc"):
+        pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
+    id = "first_kernels.flip_rows"
+    wrong = solutions.blind_answers()[id]["element offsets in 32-bit int (overflow past 2^31 "
+                                          "elements)"]
+    said = {}
+    for name, source in (("solution", solutions.answers()[id][0]), ("int", wrong)):
+        said[name] = exercises.run_check(id, exercises.load_cell(source, "flip")["FLIP_SOURCE"])
+    assert said["solution"].status == "passed", str(said["solution"])
+    assert first_kernels_exercises.WIDE_RAN in str(said["solution"])
+    assert said["int"].status == "not yet", str(said["int"])
+    text = str(said["int"])
+    assert "262144x8193" in text and "before the start of x" in text, text
+    assert first_kernels_exercises.WIDE_HINT in text, text
+
+
 def test_fd_output_captures_what_c_code_writes_to_fd_1():
     import ctypes
 

@@ -323,3 +323,28 @@ def test_lesson_10_s_triton_backward_passes_the_swap_check():
     names = exercises.load_cell(rmsnorm.SOLUTIONS["rmsnorm.backward"], "lesson10_in_swap")
     result = exercises.run_check("model.swap", names["rmsnorm_backward"])
     assert result.status in ("passed", "cannot check here"), str(result)
+
+
+def test_swap_wants_dx_in_x_s_dtype_and_dweight_in_weight_s():
+    """The statement: "returned in x's and weight's dtypes". Behind the autograd.Function a
+    float32 dx for bf16 x would be cast silently, so the check calls the answer itself (the
+    blind answer of exercises/solutions/blind returns dx in float32)."""
+    import exercises
+    from exercises import solutions
+
+    id = "model.swap"
+    wrong = solutions.blind_answers()[id]["dx returned in float32, not in x's dtype"]
+    result = exercises.run_check(id, exercises.load_cell(wrong, "swap")["rmsnorm_backward"])
+    assert result.status == "not yet", str(result)
+    assert "dx came back in torch.float32" in str(result)
+    assert "x's dtype, torch.bfloat16" in str(result), str(result)
+    # dweight in x's dtype where weight is float32: the same mistake on the other output
+    weight_as_x = solutions.answers()[id][0].replace("dweight.to(weight.dtype)",
+                                                     "dweight.to(x.dtype)")
+    result = exercises.run_check(id, exercises.load_cell(weight_as_x, "swap")["rmsnorm_backward"])
+    assert result.status == "not yet" and "weight's dtype, torch.float32" in str(result), \
+        str(result)
+    solution = exercises.load_cell(solutions.answers()[id][0], "swap")["rmsnorm_backward"]
+    result = exercises.run_check(id, solution)
+    assert result.status in ("passed", "cannot check here"), str(result)
+    assert "dx in x's dtype and dweight in weight's" in str(result), str(result)

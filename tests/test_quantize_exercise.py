@@ -62,12 +62,37 @@ def test_a_masked_load_without_other_is_named_as_padding():
 
 
 def test_the_clamp_is_a_guard_the_values_never_need():
-    """x / (amax / 448) never rounds past 448: a kernel without the clamp passes (the statement
-    and the guide say so; it is not among the wrong answers)."""
+    """x / (amax / 448) rounds at most one float32 step past 448, which e4m3's rounding takes
+    back to 448 (test_x_over_scale_rounds_past_448_and_e4m3_takes_it_back): a kernel without the
+    clamp passes (the guide says so; it is not among the wrong answers)."""
     source = SOLUTIONS[ID].replace("tl.clamp(tl.math.div_rn(x, scale), -E4M3_MAX, E4M3_MAX)",
                                    "tl.math.div_rn(x, scale)")
     assert source != SOLUTIONS[ID]
     assert _check(source).status == "passed"
+
+
+def test_x_over_scale_rounds_past_448_and_e4m3_takes_it_back():
+    """Why the blind answer without the clamp passes (exercises/solutions/blind): for about one
+    block maximum in ten, fl(amax / fl(amax / 448)) is 448.00003, one float32 step past 448
+    (9.717428 is one); e4m3 rounds it to 448 (e4m3_grid in the interpreter, and on a GPU the
+    cast, which PTX makes .satfinite), so its x8 is the reference's bit for bit and no check of
+    the values can tell. The clamp guards the cast; it changes no value stored."""
+    from kernels.scaled_attention.quantize import quantize_blocks_torch
+
+    amax = torch.tensor(9.717428)
+    assert (amax / (amax / torch.tensor(448.0))).item() > 448.0
+    x = 0.1 * torch.randn(1, 2, 256, 64, generator=torch.Generator().manual_seed(0))
+    x[0, 0, 5, 7], x[0, 1, 130, 3] = amax, -amax  # overshooting blocks, either sign
+    want8, want = quantize_blocks_torch(x)
+    unclamped = SOLUTIONS[ID].replace("tl.clamp(tl.math.div_rn(x, scale), -E4M3_MAX, E4M3_MAX)",
+                                      "tl.math.div_rn(x, scale)")
+    blind = exercises.solutions.blind_answers()[ID]["x / scale not clamped to ±448 before the "
+                                                    "cast"]
+    for source in (SOLUTIONS[ID], unclamped, blind):
+        kernel = exercises.load_cell(source, "test_13_quantize_448")["quantize_kernel"]
+        x8, scale = hopper_backward._run(kernel, x, False, True)
+        assert torch.equal(x8.view(torch.uint8), want8.view(torch.uint8))
+        assert torch.equal(scale, want) and x8.float().abs().max() == 448.0
 
 
 def test_the_quantiser_in_pytorch_is_not_the_kernel():

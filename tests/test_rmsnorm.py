@@ -246,3 +246,49 @@ def test_the_deep_passes_differentiate_the_whole_stack():
         assert len(grads) == 1 + bench.DEPTH  # dx and one dweight per layer
         for got, want in zip(grads, exact, strict=True):
             torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.skipif(not env.TRITON_INTERPRET, reason="the interpreter's bf16 arithmetic")
+def test_the_check_s_interpreter_adds_bf16_as_a_gpu_does():
+    """The interpreter adds bf16 values as 16-bit integers; exercises.rmsnorm._bf16_arithmetic
+    rounds each result to bf16 instead, so that a sum kept in bf16 stalls as on a GPU."""
+    import triton
+    import triton.language as tl
+
+    from exercises.rmsnorm import _bf16_arithmetic
+
+    @triton.jit
+    def running_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        acc = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)
+        for i in range(0, n):
+            acc += tl.load(x_ptr + i * BLOCK + cols)
+        tl.store(out_ptr + cols, acc.to(tl.float32))
+
+    x, out = torch.full((600, 2), 0.7).bfloat16(), torch.empty(2)
+    want = torch.zeros(2, dtype=torch.bfloat16)
+    for row in x:
+        want += row  # PyTorch's bf16 addition rounds each sum to bf16
+    with _bf16_arithmetic():
+        running_sum[(1,)](x, out, 600, BLOCK=2)
+    assert torch.equal(out, want.float()) and out[0] == 256.0  # stalled: 420 in float32
+
+
+def test_rmsnorm_backward_wants_dweight_summed_in_float32():
+    """A bf16 running sum of dweight (the blind answer of exercises/solutions/blind: dw in the
+    input's dtype) stalls over the check's long bf16 problem; the float32 solution passes."""
+    import exercises
+    from exercises import rmsnorm, solutions
+
+    if not env.TRITON_INTERPRET and not env.HAS_CUDA:
+        pytest.skip("Triton needs a GPU or its interpreter")
+    id = "rmsnorm.backward"
+    wrong = solutions.blind_answers()[id]["dweight accumulated in the input dtype (bf16 sums "
+                                          "over the rows)"]
+    said = {}
+    for name, source in (("solution", solutions.answers()[id][0]), ("bf16", wrong)):
+        names = exercises.load_cell(source, "rmsnorm_backward")
+        said[name] = exercises.run_check(id, names["rmsnorm_bwd_kernel"], names["rmsnorm_backward"])
+    assert said["solution"].status == "passed", str(said["solution"])
+    assert said["bf16"].status == "not yet", str(said["bf16"])
+    assert "every dy · x_hat > 0" in str(said["bf16"]) and rmsnorm.LONG_HINT in str(said["bf16"])

@@ -10,6 +10,8 @@ its grid with :file:`runtime.cpp`::
     kernel = cuda_on_cpu.kernel(SOURCE, "transpose")        # the same call as nvrtc.kernel
     kernel(x, y, rows, cols, grid=(4, 4), block=(32, 8))     # x, y: CPU tensors
     kernel.launches[-1].metrics                              # sectors, wavefronts: Nsight's names
+    kernel(x, y, rows, cols, grid=(257, 32768), block=(32, 8),
+           blocks=[(0, 0), (0, 32767)])                      # only these blocks of the grid
 
 and says where a GPU would have gone wrong, naming the thread, the buffer and the line
 (:class:`KernelFault`): a load or store outside every buffer of the launch (one element past
@@ -30,7 +32,17 @@ student's code, and so on for each size. The course does not link ThreadSanitize
 runtime; :file:`runtime.cpp` implements those calls as the checks above. Threads are
 coroutines (``ucontext``), run in more than one order (lowest index first, highest first,
 shuffled with a switch at random loads and stores), so an answer that works only in one order
-of threads is caught twice: by its values and by the race check.
+of threads is caught twice: by its values and by the race check. ``__activemask()`` promises no
+convergence, and is run that way: in the ordered runs it returns the lanes of the warp that
+reach the same call together (a converged warp), in the shuffled run only the calling lane (a
+lane that independent thread scheduling runs alone), so a warp sum under ``__activemask()``
+reads a lane its mask does not name, and is told so.
+
+**A grid too large to run whole.** ``blocks=`` names the blocks to run (the others are skipped):
+a kernel over a matrix past 2^31 elements, reserved with ``mmap(MAP_NORESERVE)`` rather than
+allocated, runs on its first and last rows only, and only the pages those blocks touch are ever
+committed; an offset computed in 32 bits wraps there and lands outside the tensor, which the
+bounds check names.
 
 **What it cannot run.** Inline PTX (``asm``), tensor-core instructions, TMA, ``wgmma``,
 mbarriers, bfloat16 and fp8 types (``__half`` runs, as the compiler's ``_Float16``), templates as
@@ -382,6 +394,7 @@ class Kernel:
                                         ctypes.c_ulonglong, ctypes.c_double]
         self._lib.cc_add_region.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_int,
                                             ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self._lib.cc_only_blocks.argtypes = [ctypes.POINTER(ctypes.c_longlong), ctypes.c_int]
         self._lib.cc_stat.restype = ctypes.POINTER(_Stat)
         self._lib.cc_base.restype = ctypes.c_void_p
         self._error = _Error.in_dll(self._lib, "cc_error")
@@ -392,12 +405,15 @@ class Kernel:
 
     # ---- the call ----------------------------------------------------------------------------
     def __call__(self, *args, grid=1, block=1, shared_mem: int = 0, stream=None,
-                 order: int | None = None, seed: int = 0):
+                 order: int | None = None, seed: int = 0, blocks=None):
+        """One launch; ``blocks``: the (x, y, z) indices of the only blocks to run (a grid too
+        large to run whole; each must lie inside ``grid``), or None for every block."""
         import torch
 
         from course_utils.nvrtc.launch import launch_shape
 
         grid, block = launch_shape(grid, block, shared_mem)
+        only = self._only_blocks(blocks, grid)
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments "
                             f"({', '.join(p.name for p in self.params)}), got {len(args)}")
@@ -434,6 +450,8 @@ class Kernel:
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         which = self._calls % len(ORDERS) if order is None else order
         self._calls += 1
+        if only is not None:
+            lib.cc_only_blocks((ctypes.c_longlong * len(only))(*only), len(only))
         kind = lib.cc_launch(ctypes.cast(lib.cc_entry, ctypes.c_void_p), pointers, *grid, *block,
                              shared_mem, dynamic_id, which, which, int(which == 2),
                              seed or self._calls, self.limit, self.seconds)
@@ -448,6 +466,21 @@ class Kernel:
         self.launches.append(launch)
         if kind:
             raise KernelFault(*describe(self, self._error, names, lines, grid, block, args))
+
+    @staticmethod
+    def _only_blocks(blocks, grid) -> list[int] | None:
+        """The linear indices (x fastest) of ``blocks`` in ``grid``, None for every block."""
+        if blocks is None:
+            return None
+        linear = []
+        for b in blocks:
+            x, y, z = (tuple(b) + (0, 0))[:3]
+            if not all(0 <= v < n for v, n in zip((x, y, z), grid, strict=True)):
+                raise ValueError(f"block {(x, y, z)} is outside the grid {tuple(grid)}")
+            linear.append(x + grid[0] * (y + grid[1] * z))
+        if not linear:
+            raise ValueError("blocks= names no block (leave it out to run every block)")
+        return linear
 
     # ---- source lines ------------------------------------------------------------------------
     def _source_lines(self, pcs) -> dict[int, int]:

@@ -94,9 +94,11 @@ void release_warp(int warp, Thread& poster) {
             default: break;
         }
         if (t->op >= SHFL_IDX && t->op <= SHFL_XOR) {
-            if (!lanes[source]) {
+            if (!lanes[source]) {  // (for faults.py: the mask, and whether the lane exists)
                 copy3(cc_error.tid, t->tid);
                 cc_error.other_tid[0] = unsigned(source);
+                cc_error.address = t->mask;
+                cc_error.other_op = (t->mask >> source & 1) ? 1 : 0;  // 1: named, not in the block
                 cc_error.pc = t->pc;
                 fail_here(LANE_NOT_IN_MASK, "source lane not in the mask");
                 return;
@@ -115,6 +117,36 @@ void release_warp(int warp, Thread& poster) {
     for (Thread* t : lanes)
         if (t) t->state = RUNNABLE;
     ++warp_collectives[warp];
+}
+
+// __activemask() in the ordered runs (lowest or highest thread first): the lanes of `warp` waiting
+// in it are let go once no lane of the warp can run on (each has reached an __activemask, a
+// collective, a barrier, or exited), each with the mask of the lanes waiting at the same call:
+// the lanes that reached that point together, as a converged warp would run them. (In the
+// shuffled run a lane gets only itself: runtime.cpp, cc_activemask.)
+void release_activemask(int warp) {
+    bool waiting = false;
+    for (int lane = 0; lane < 32; ++lane) {
+        const Thread* t = lane_thread(warp, lane);
+        if (!t) continue;
+        if (t->state == RUNNABLE) return;  // it may still reach the same __activemask
+        waiting |= t->state == AT_ACTIVEMASK;
+    }
+    if (!waiting) return;
+    Thread* lanes[32] = {};
+    for (int lane = 0; lane < 32; ++lane) {
+        Thread* t = lane_thread(warp, lane);
+        if (t && t->state == AT_ACTIVEMASK) lanes[lane] = t;
+    }
+    for (Thread* t : lanes) {
+        if (!t) continue;
+        unsigned mask = 0;
+        for (int lane = 0; lane < 32; ++lane)
+            if (lanes[lane] && lanes[lane]->pc == t->pc) mask |= 1u << lane;
+        t->result = mask;
+    }
+    for (Thread* t : lanes)
+        if (t) t->state = RUNNABLE;
 }
 
 void check_exited(Thread& gone) {  // a lane left: a collective waiting for it never completes

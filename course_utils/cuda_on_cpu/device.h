@@ -41,6 +41,7 @@ unsigned long long cc_warp_op(int op, unsigned mask, unsigned long long value, i
 void cc_atomic_access(const void* address, int size, const void* pc);
 void* cc_dynamic_shared();
 void cc_trap(const void* pc);
+unsigned cc_activemask(const void* pc);
 }
 #define threadIdx (cc_thread_idx())
 #define blockIdx (cc_block_idx())
@@ -109,7 +110,9 @@ __attribute__((noinline)) inline int __any_sync(unsigned mask, int p) {
 __attribute__((noinline)) inline int __all_sync(unsigned mask, int p) {
     return (int)cc_warp_op(CC_ALL, mask, p != 0, 0, 32, 4, CC_PC);
 }
-inline unsigned __activemask() { return 0xffffffffu; }
+// the lanes running together at this point: a converged warp's in the ordered runs, the calling
+// lane alone in the shuffled one (runtime.cpp): __activemask() promises no convergence
+__attribute__((noinline)) inline unsigned __activemask() { return cc_activemask(CC_PC); }
 
 // ---- atomics: checked as accesses, exempt from the race check between each other ---------------
 // (no_sanitize: the read-modify-write below is the atomic itself, not a plain access)

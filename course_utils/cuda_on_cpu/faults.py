@@ -45,6 +45,34 @@ def _element(kernel, names: list[str], region: int, offset: int, size: int, args
     return at + held
 
 
+def _outside_mask(kernel, err, who: str, here: str) -> str:
+    """A warp collective whose mask leaves out a lane it needs (runtime.cpp puts the mask in
+    ``address``; ``other_op`` 1: the lane is named but not in the block, 2: the calling lane
+    is not in its own mask)."""
+    lane, mask = err.other_tid[0], err.address & 0xFFFFFFFF
+    if err.other_op == 2:
+        text = (f"{who} runs a warp collective{here} whose mask (0x{mask:08x}) does not name its "
+                f"own lane {lane}: a lane may only take part in a collective its mask names")
+    elif err.other_op == 1:
+        return (f"{who} runs a warp shuffle{here} that reads lane {lane}, which does not exist "
+                f"in the block (mask 0x{mask:08x})")
+    else:
+        text = (f"{who} runs a warp shuffle{here} that reads lane {lane}, which is not in the "
+                f"shuffle's mask (0x{mask:08x}): on a GPU the value it gets is undefined")
+    if "__activemask" in kernel.source:
+        # what the runtime's __activemask() returned (runtime.cpp), so that the student sees
+        # where such a mask came from
+        launches = getattr(kernel, "launches", None)
+        alone = bool(launches) and launches[-1].order == "shuffled"
+        got = ("the calling lane alone, as in this run (threads shuffled)" if alone else
+               "only the lanes that reached that call together")
+        text += (". __activemask() promises no convergence: it names the lanes that happen to run "
+                 "together at that moment, which under independent thread scheduling may be "
+                 f"fewer than the warp ({got}); a sum over the whole warp needs the full mask "
+                 "0xffffffff, with every lane reaching the shuffle")
+    return text
+
+
 def describe(kernel, err, names: list[str], lines: dict, grid, block, args) -> tuple[str, str]:
     """(kind, message) of the launch's first error ``err`` (runtime.cpp's ``cc_error``)."""
     kind = KINDS.get(err.kind, "error")
@@ -106,8 +134,7 @@ def describe(kernel, err, names: list[str], lines: dict, grid, block, args) -> t
     elif err.kind == 10:
         text = f"{who} called __trap(){here}"
     elif err.kind == 11:
-        text = (f"{who} runs a warp shuffle{here} that reads lane {err.other_tid[0]}, which its "
-                "mask does not name (or which does not exist in the block)")
+        text = _outside_mask(kernel, err, who, here)
     elif err.kind == 12:
         text = f"{who}: a shuffle width that is not a power of 2 from 1 to 32{here}"
     else:

@@ -10,7 +10,7 @@ namespace {
 // collective count `warp_count`) is ordered before the current thread's access
 bool ordered(int32_t thread, uint32_t epoch, uint32_t warp_count) {
     if (thread == 0 || thread == global_thread()) return true;
-    if (block_of(thread) != block_linear) return false;  // no barrier orders two blocks
+    if (block_of(thread) != block_slot) return false;  // no barrier orders two blocks
     if (epoch != block_epoch) return true;               // a __syncthreads lies between
     const int index = (thread - 1) % nthreads;
     return index / 32 == current->warp && warp_count != warp_collectives[current->warp];
@@ -27,7 +27,7 @@ bool ordered(int32_t thread, uint32_t epoch, uint32_t warp_count) {
     cc_error.other_pc = other_pc;
     if (other > 0) {
         copy3(cc_error.other_tid, tid_of((other - 1) % nthreads));
-        copy3(cc_error.other_bid, bid_of(block_of(other)));
+        copy3(cc_error.other_bid, bid_of(launched[block_of(other)]));
     } else {
         cc_error.other_tid[0] = ~0u;  // several threads read it
     }
@@ -46,12 +46,12 @@ void watch(Region& r, uintptr_t address, int size, int op, const void* pc) {
             if (!(atomic && c.write_atomic) && !ordered(c.writer, c.write_epoch, c.write_warp))
                 race(r, address, op, size, pc, c.writer, c.write_atomic ? ATOMIC : STORE,
                      c.write_pc);
-            if (c.reader == MULTI ? (c.reader_block != block_linear || c.read_epoch != block_epoch)
+            if (c.reader == MULTI ? (c.reader_block != block_slot || c.read_epoch != block_epoch)
                                   : ordered(c.reader, c.read_epoch, c.read_warp)) {
                 c.reader = me;
-                c.reader_block = block_linear;
+                c.reader_block = block_slot;
             } else if (c.reader != me) {
-                if (block_of(c.reader) != block_linear) c.reader_block = -1;
+                if (block_of(c.reader) != block_slot) c.reader_block = -1;
                 c.reader = MULTI;
             }
             c.read_epoch = block_epoch;
@@ -64,7 +64,7 @@ void watch(Region& r, uintptr_t address, int size, int op, const void* pc) {
                 race(r, address, op, size, pc, c.writer, c.write_atomic ? ATOMIC : STORE,
                      c.write_pc);
             if (c.reader == MULTI) {
-                if (c.reader_block != block_linear || c.read_epoch == block_epoch)
+                if (c.reader_block != block_slot || c.read_epoch == block_epoch)
                     race(r, address, op, size, pc, MULTI, LOAD, c.read_pc);
             } else if (c.reader && !ordered(c.reader, c.read_epoch, c.read_warp)) {
                 race(r, address, op, size, pc, c.reader, LOAD, c.read_pc);

@@ -8,6 +8,15 @@
 //     A barrier lets its threads go when every thread of the block still running has arrived; a
 //     warp collective when every lane its mask names has arrived (a named lane that exited, or
 //     lanes that wait at different collectives, is an error, as it is undefined on a GPU);
+//   * __activemask() promises no convergence (CUDA Programming Guide: the lanes active at that
+//     moment, which under independent thread scheduling may be fewer than the warp). In the
+//     ordered runs it waits until no lane of its warp can run on and returns the lanes that
+//     reached the same call (a converged warp); in the shuffled run it returns the calling lane
+//     alone (a lane scheduled on its own), so a shuffle under that mask that reads another lane
+//     is reported;
+//   * Python may name the blocks to run (cc_only_blocks): the others are skipped, so a kernel can
+//     be run on a few blocks of a grid too large to run whole (over a tensor reserved, not
+//     allocated: only the pages those blocks touch are ever committed);
 //   * the student's code is compiled with -fsanitize=thread, so the compiler calls
 //     __tsan_readN / __tsan_writeN (below) before each of its loads and stores. Those calls are
 //     the checks: the address must lie inside one of the launch's buffers (its tensors, a
@@ -112,6 +121,7 @@ void run_block() {
             release_barrier();
             check_exited(ran);
         }
+        release_activemask(ran.warp);  // it may have been the warp's last lane able to run
     }
     flush_groups();
 }
@@ -173,6 +183,8 @@ unsigned long long cc_warp_op(int op, unsigned mask, unsigned long long value, i
     Thread& me = *current;
     if (!(mask >> me.lane & 1)) {
         cc_error.other_tid[0] = unsigned(me.lane);
+        cc_error.address = mask;
+        cc_error.other_op = 2;  // (faults.py: the calling lane itself is not in the mask)
         fail(LANE_NOT_IN_MASK, pc, "own lane not in the mask");
     }
     if (width < 1 || width > 32 || (width & (width - 1))) fail(BAD_WIDTH, pc, "width");
@@ -188,6 +200,16 @@ unsigned long long cc_warp_op(int op, unsigned mask, unsigned long long value, i
     if (aborted) fail(cc_error.kind, pc, cc_error.text);
     if (me.state == AT_WARP) yield();
     return me.result;
+}
+
+unsigned cc_activemask(const void* pc) {
+    InRuntime busy;
+    Thread& me = *current;
+    if (order == 2) return 1u << me.lane;  // shuffled: this lane runs alone here
+    me.state = AT_ACTIVEMASK;              // ordered: the lanes that get here together
+    me.pc = pc;
+    yield();  // (release_activemask sets the mask and lets it go)
+    return unsigned(me.result);
 }
 
 void cc_trap(const void* pc) { fail(TRAP, pc, "__trap()"); }
@@ -208,6 +230,7 @@ void* cc_shared_start() { return __start_cc_shared; }
 
 void cc_reset() {
     regions.clear();
+    only_blocks.clear();
     stats.clear();
     stats_out.clear();
     std::memset(&cc_error, 0, sizeof cc_error);
@@ -227,6 +250,10 @@ void cc_add_region(unsigned long long lo, unsigned long long size, int id, int s
     if (watch_races) r.shadow.assign((size + 3) / 4, Cell{});
     regions.push_back(std::move(r));
 }
+
+// the next launch runs only these blocks (linear indices into its grid, x fastest), in the
+// launch's block order; cc_reset forgets them
+void cc_only_blocks(const long long* linear, int n) { only_blocks.assign(linear, linear + n); }
 
 int cc_launch(void (*kernel_entry)(void**), void** args, unsigned gx, unsigned gy, unsigned gz,
               unsigned bx, unsigned by, unsigned bz, unsigned long long shared_bytes,
@@ -259,18 +286,22 @@ int cc_launch(void (*kernel_entry)(void**), void** args, unsigned gx, unsigned g
     }
     threads.assign(nthreads, Thread{});
     warp_collectives.assign((nthreads + 31) / 32, 0u);
-    const int nblocks = int(gx * gy * gz);
-    std::vector<int> blocks(nblocks);
-    for (int i = 0; i < nblocks; ++i) blocks[i] = i;
-    if (block_order == 1) std::reverse(blocks.begin(), blocks.end());
-    if (block_order == 2) std::shuffle(blocks.begin(), blocks.end(), rng);
+    launched = only_blocks;
+    if (launched.empty()) {
+        const long long nblocks = (long long)gx * gy * gz;
+        launched.resize(size_t(nblocks));
+        for (long long i = 0; i < nblocks; ++i) launched[size_t(i)] = i;
+    }
+    if (block_order == 1) std::reverse(launched.begin(), launched.end());
+    if (block_order == 2) std::shuffle(launched.begin(), launched.end(), rng);
     {
         Guard guard(seconds);
         if (sigsetjmp(launch_jump, 1) == 0) {
             in_launch = 1;
-            for (int b : blocks) {
-                block_linear = b;
-                block_idx = bid_of(b);
+            for (size_t slot = 0; slot < launched.size(); ++slot) {
+                block_slot = int(slot);
+                block_linear = launched[slot];
+                block_idx = bid_of(block_linear);
                 run_block();
                 if (aborted) break;
             }

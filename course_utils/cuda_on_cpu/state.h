@@ -10,7 +10,9 @@ namespace {
 
 enum Space { GLOBAL = 0, SHARED = 1, DYNAMIC_SHARED = 2, CONSTANT = 3 };
 enum Op { LOAD = 0, STORE = 1, ATOMIC = 2 };
-enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+// AT_ACTIVEMASK: in __activemask(), waiting for the lanes of its warp that still run to reach
+// it too or to block elsewhere (collectives.h, release_activemask)
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE, AT_ACTIVEMASK };
 enum WarpOp { SYNCWARP, SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, BALLOT, ANY, ALL };
 // the kinds of error, as Python names them
 enum Kind {
@@ -23,7 +25,7 @@ constexpr int32_t MULTI = -1;  // more than one thread read the word since it wa
 
 struct Cell {  // what touched a 4-byte word last: threads as global id + 1 (0: none)
     int32_t writer, reader;
-    int32_t reader_block;       // for MULTI: the readers' block, -1 when several blocks read
+    int32_t reader_block;       // for MULTI: the readers' block (slot), -1 when several read
     uint32_t write_epoch, read_epoch;  // the block's barrier count at the access
     uint32_t write_warp, read_warp;    // the warp's collective count at the access
     uint8_t write_atomic, read_atomic;
@@ -43,7 +45,7 @@ struct Thread {
     int index, warp, lane;
     uint3 tid;
     int state;
-    // a posted warp collective
+    // a posted warp collective (or, AT_ACTIVEMASK, the pc of the __activemask call)
     int op, arg, width, size;
     unsigned mask;
     unsigned long long value, result;
@@ -99,6 +101,12 @@ namespace {
 std::vector<Region> regions;
 std::vector<Thread> threads;
 std::vector<uint32_t> warp_collectives;  // per warp of the block
+// the blocks this launch runs, linear indices into the grid, in the order they run: every block
+// of the grid, or only those Python named (cc_only_blocks: a grid too large to run whole, say
+// the last rows of a matrix past 2^31 elements). A block's threads are told apart in the race
+// shadows by its place in this list (block_slot), not by its index in the grid, which can pass
+// what an int32 id holds.
+std::vector<long long> launched, only_blocks;
 std::unordered_map<Key, Group, KeyHash> groups;
 std::unordered_map<const void*, CcStat> stats;
 std::vector<CcStat> stats_out;
@@ -108,7 +116,8 @@ char* stacks = nullptr;
 size_t stacks_size = 0;
 dim3 grid_dim, block_dim;
 uint3 block_idx;
-int block_linear = 0, nthreads = 0, order = 0;
+long long block_linear = 0;  // the running block's index in the grid
+int block_slot = 0, nthreads = 0, order = 0;  // block_slot: its place in `launched`
 bool preempt = false, aborted = false;
 uint32_t block_epoch = 0;
 unsigned long long accesses = 0, access_limit = 0;
@@ -126,7 +135,7 @@ uint3 tid_of(int index) {
                  unsigned(index / (block_dim.x * block_dim.y))};
 }
 
-uint3 bid_of(int linear) {
+uint3 bid_of(long long linear) {
     return uint3{unsigned(linear % grid_dim.x), unsigned(linear / grid_dim.x % grid_dim.y),
                  unsigned(linear / (grid_dim.x * grid_dim.y))};
 }
@@ -156,8 +165,9 @@ void fail_here(int kind, const char* text) {  // from the scheduler, outside any
     aborted = true;
 }
 
-int global_thread() { return block_linear * nthreads + current->index + 1; }
+// a thread as the race shadows name it: its block's place in `launched`, then its index
+int global_thread() { return block_slot * nthreads + current->index + 1; }
 
-int block_of(int32_t thread) { return (thread - 1) / nthreads; }
+int block_of(int32_t thread) { return (thread - 1) / nthreads; }  // the block's slot
 
 }  // namespace

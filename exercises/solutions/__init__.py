@@ -8,8 +8,9 @@ that every wrong answer fails with a teaching message, each in its own test. Try
 before reading these.
 
 ``<slug>.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
-(:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``: the mutation
-harness skips them, and the reason is there for a reader to dispute.
+(:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``, and the blind
+answers' modules list theirs the same way: the mutation harness skips them, and the reason is
+there for a reader to dispute.
 
 :mod:`~exercises.solutions.blind` is not a lesson's: it holds wrong answers written from the
 statements and stubs alone, by someone who never saw a check or a solution (:func:`blind_answers`);
@@ -39,10 +40,16 @@ def answers() -> dict[str, tuple[str, dict[str, str]]]:
 def equivalent() -> dict[str, dict[str, str]]:
     """``{exercise id: {mutant key: why it behaves exactly like the solution}}`` over every
     lesson module here."""
-    found = {}
+    found: dict[str, dict[str, str]] = {}
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        found.update(getattr(module, "EQUIVALENT", {}))
+        if info.name == BLIND:  # keyed by label there; its mutants' keys are "blind: <label>"
+            for exercise, known in module.EQUIVALENT.items():
+                found.setdefault(exercise, {}).update(
+                    {f"blind: {label}": why for label, why in known.items()})
+            continue
+        for exercise, known in getattr(module, "EQUIVALENT", {}).items():
+            found.setdefault(exercise, {}).update(known)
     return found
 
 

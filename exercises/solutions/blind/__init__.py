@@ -12,13 +12,18 @@ The mutation harness runs them like its own mutants and counts them apart: a bli
 passes is a gap in a check that nobody tuned the check against.
 
 One module per exercise (``blind/<slug>_<name>.py``: its ``ID`` and ``BLIND[label] = cell
-source``, the label saying what the mistake is); :data:`BLIND` gathers them by exercise id.
+source``, the label saying what the mistake is); :data:`BLIND` gathers them by exercise id. An
+answer found to behave exactly like the solution on every input (its "mistake" changes no
+value the exercise can produce) stays in ``BLIND`` and is listed in the module's
+``EQUIVALENT[label] = why``, gathered in :data:`EQUIVALENT`: the harness reports it, runs none.
 """
 
 import importlib
 import pkgutil
 
 BLIND: dict[str, dict[str, str]] = {}
+EQUIVALENT: dict[str, dict[str, str]] = {}
 for _info in pkgutil.iter_modules(__path__):
     _module = importlib.import_module(f"{__name__}.{_info.name}")
     BLIND[_module.ID] = _module.BLIND
+    EQUIVALENT[_module.ID] = getattr(_module, "EQUIVALENT", {})
