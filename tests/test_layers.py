@@ -98,8 +98,6 @@ KNOWN_CIRCLES = {
     # a requirement predicate in env imports what it asks about
     frozenset({"course_utils.env", "course_utils.ncu", "course_utils.plots"}),
     # an op's __init__ defines it and imports its providers, which import its dtypes back
-    frozenset({"kernels.gelu", "kernels.gelu.extension", "kernels.gelu.pytorch",
-               "kernels.gelu.triton_gelu"}),
     frozenset({"exercises.hopper_attention", "exercises.hopper_attention_gpu"}),
     frozenset({"exercises.puzzle_checks", "exercises.puzzles", "exercises.triton_tools"}),
 }

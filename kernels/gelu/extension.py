@@ -24,7 +24,7 @@ from pathlib import Path
 
 from course_utils import cuda_ext
 from course_utils.sass import cuda_tool  # noqa: F401  (cuobjdump, nvdisasm: one lookup)
-from kernels.gelu import FLOAT_DTYPES
+from kernels.gelu.op import FLOAT_DTYPES
 from kernels.registry import register
 
 SOURCE_DIR = Path(__file__).resolve().parent

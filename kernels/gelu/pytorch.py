@@ -8,7 +8,7 @@ traces the same function and fuses it into one generated kernel (Triton on a GPU
 import torch
 
 from kernels.compiled import compile_on_first_call
-from kernels.gelu import FLOAT_DTYPES
+from kernels.gelu.op import FLOAT_DTYPES
 from kernels.registry import register
 
 SQRT_2_OVER_PI = 0.7978845608028654

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from kernels.gelu import FLOAT_DTYPES
+from kernels.gelu.op import FLOAT_DTYPES
 from kernels.registry import register
 from kernels.triton_launch import Launcher, cdiv
 
