@@ -155,7 +155,7 @@ def _record(result: Build) -> Build:
 
 
 # The host compiler must be the one whose C++ runtime torch's wheels expect. Measured on the
-# course's GPU box (torch 2.11, kernels/add/torch_check_crash.py): with CXX=/opt/gcc/bin/g++, the
+# course's GPU box (torch 2.11, experiments/torch_check_crash.py): with CXX=/opt/gcc/bin/g++, the
 # image's wrapper, a failing TORCH_CHECK in the add op or the GeLU launch check killed Python
 # (SIGSEGV); the same sources built with the distribution's /usr/bin/g++ raised RuntimeError
 # every time, and a static libstdc++ made it worse (SIGABRT). So a build prefers the system

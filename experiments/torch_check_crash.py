@@ -2,7 +2,7 @@
 
 Run on the GPU machine, in the repository (it needs a GPU, nvcc and a C++ compiler)::
 
-    CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD python3 -m kernels.add.torch_check_crash --out DIR
+    CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD python3 experiments/torch_check_crash.py --out DIR
 
 It builds the add op (``add_op.cpp`` + ``add_op.cu``) and the GeLU module once per host compiler
 variant (the compiler ``CXX``/``CC`` name, the system ``g++``, ``/opt/gcc/bin/g++``, the latter
