@@ -39,9 +39,9 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     the process with a segmentation fault, while torch's own C++ errors were fine: validate
     before crossing into C++, and a mistake stays a Python ``ValueError``.
     """
-    from kernels.add.op import _validate
+    from kernels.add.op import validate_args
 
-    _validate(a, b)
+    validate_args(a, b)
     if a.dtype not in DTYPES + (torch.float64,):
         raise ValueError(f"add: a expected float32, float64, float16 or bfloat16, got {a.dtype}")
     if not a.is_cuda:

@@ -9,7 +9,7 @@ from kernels.registry import Case, define_op, expect_tensor, register
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _validate(a, b) -> None:
+def validate_args(a, b) -> None:
     expect_tensor("add", "a", a)
     expect_tensor("add", "b", b)
     if a.shape != b.shape:
@@ -33,7 +33,7 @@ def _non_contiguous(dtype, device):
 define_op(
     "add",
     arg_names=("a", "b"),
-    validate=_validate,
+    validate=validate_args,
     reference="eager",
     dtypes=DTYPES,
     cases=(

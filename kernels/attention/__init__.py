@@ -59,7 +59,7 @@ def check_kv(op: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              f"got {t.device}")
 
 
-def _validate(q, k, v, causal=False, window=None) -> None:
+def validate_args(q, k, v, causal=False, window=None) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect_tensor("attention", name, t, ndim=4, floating=True)
     b, _, _, d = q.shape
@@ -104,7 +104,7 @@ def _bshd(dtype, device):
 define_op(
     "attention",
     arg_names=("q", "k", "v", "causal", "window"),
-    validate=_validate,
+    validate=validate_args,
     reference="eager",
     dtypes=DTYPES,
     cases=(

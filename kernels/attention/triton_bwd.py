@@ -122,7 +122,7 @@ def dkdv_window_block(dk, dv, k, v, q, do, lse, delta, keys, rows, window, qk_sc
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m, rows0, keys,
+def dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, start_m, rows0, keys,
                sqs, sds, seq_q, window, qk_scale, MASKED: tl.constexpr, WINDOW: tl.constexpr,
                IEEE: tl.constexpr):
     rows = start_m + rows0
@@ -177,7 +177,7 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
             # the window's edge if there is one
             diag_end = tl.minimum(k_start + BLOCK_N, seq_q)
             for start_m in range(k_start, diag_end, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                dk, dv = dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
                                     rows0, keys, sqs, sds, seq_q, window, qk_scale, True,
                                     WINDOW, IEEE)
             first = k_start + BLOCK_N
@@ -192,13 +192,13 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
             full_end = tl.minimum(tl.maximum((k_start + window) // BLOCK_M * BLOCK_M, first),
                                   seq_q)
         for start_m in range(first, full_end, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+            dk, dv = dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
                                 rows0, keys, sqs, sds, seq_q, window, qk_scale, False, WINDOW,
                                 IEEE)
         if WINDOW:
             edge_end = tl.minimum(k_start + BLOCK_N - 1 + window, seq_q)
             for start_m in range(full_end, edge_end, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                dk, dv = dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
                                     rows0, keys, sqs, sds, seq_q, window, qk_scale, True,
                                     WINDOW, IEEE)
     tl.store(dk_ptr + b * sdkb + kv_h * sdkh + keys[:, None] * sdks + dims[None, :] * sdkd,
@@ -208,7 +208,7 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
 
 
 @triton.jit
-def _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k,
+def dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k,
              window, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
              WINDOW: tl.constexpr, IEEE: tl.constexpr):
     keys = start_n + cols
@@ -266,13 +266,13 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
         start, window_end = window_range(q_start, window, BLOCK_M, BLOCK_N)
         window_end = tl.maximum(start, tl.minimum(window_end, full_end))
         for start_n in range(start, window_end, BLOCK_N):
-            dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+            dq = dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
                           seq_k, window, qk_scale, True, CAUSAL, WINDOW, IEEE)
     for start_n in range(window_end, full_end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+        dq = dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
                       seq_k, window, qk_scale, False, CAUSAL, WINDOW, IEEE)
     for start_n in range(tl.maximum(full_end, window_end), end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+        dq = dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
                       seq_k, window, qk_scale, True, CAUSAL, WINDOW, IEEE)
     tl.store(dq_ptr + b * sdqb + h * sdqh + rows[:, None] * sdqs + dims[None, :] * sdqd,
              (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=ok[:, None])

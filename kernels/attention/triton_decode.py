@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from kernels.attention.triton_fwd import LOG2E, _masked_step, attend_block
+from kernels.attention.triton_fwd import LOG2E, attend_block, masked_step
 from kernels.triton_launch import Launcher, cdiv, next_power_of_2
 
 PACK_ROWS = 64  # the most packed rows (group · Sq) one program holds
@@ -129,7 +129,7 @@ def packed_fwd_kernel(q_ptr, k_ptr, v_ptr, part_o_ptr, part_lse_ptr,
         acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, 0, False, IEEE)
     # `hi` bounds the keys of this split (the masked step loads and sees keys below it)
     for start_n in range(full_end, hi, BLOCK_N):
-        acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, i, cols, sks,
+        acc, m_i, l_i = masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, i, cols, sks,
                                      svs, hi, window, qk_scale, CAUSAL, WINDOW, IEEE)
     # a row that saw no key in this range: output 0, lse2 = -inf (it weighs nothing below)
     l_i = tl.where(l_i == 0.0, 1.0, l_i)

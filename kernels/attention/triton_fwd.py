@@ -166,7 +166,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         window_end = tl.maximum(start, tl.minimum(window_end, full_end))
         # the window's edge: masked
         for start_n in range(start, window_end, BLOCK_N):
-            acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
+            acc, m_i, l_i = masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
                                          sks, svs, seq_k, window, qk_scale, CAUSAL, WINDOW,
                                          IEEE)
     # the blocks every query sees whole: no mask, no bounds check
@@ -176,7 +176,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, 0, False, IEEE)
     # the causal diagonal and the ragged last block: masked
     for start_n in range(tl.maximum(full_end, window_end), end, BLOCK_N):
-        acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
+        acc, m_i, l_i = masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols,
                                      sks, svs, seq_k, window, qk_scale, CAUSAL, WINDOW, IEEE)
 
     # without a window every real row has seen key 0, so l_i > 0; with one, a query past the
@@ -192,7 +192,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
 
 
 @triton.jit
-def _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k, window,
+def masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs, seq_k, window,
                  qk_scale, CAUSAL: tl.constexpr, WINDOW: tl.constexpr, IEEE: tl.constexpr):
     key = start_n + cols
     key_ok = (key < seq_k)[None, :]

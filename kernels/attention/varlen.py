@@ -13,8 +13,8 @@ never sees another sequence's keys. The kernels are lesson 09's with one change 
 from ``cu_seqlens`` (two loads each) where the dense kernels compute ``b · stride``, and a
 program whose block starts past its sequence's end does nothing (the grid is sized by
 ``max_seqlen``, the longest sequence). The loop bodies, masks
-and the backward's recomputation are the dense kernels' own (:func:`triton_fwd._masked_step`,
-:func:`triton_fwd.attend_block`, :func:`triton_bwd._dkdv_step`, :func:`triton_bwd._dq_step`).
+and the backward's recomputation are the dense kernels' own (:func:`triton_fwd.masked_step`,
+:func:`triton_fwd.attend_block`, :func:`triton_bwd.dkdv_step`, :func:`triton_bwd.dq_step`).
 
 ``causal`` is aligned top-left within each sequence, as in :func:`attention` and SDPA's
 ``is_causal``: query ``i`` of a sequence sees its keys ``j <= i``. (``flash_attn_varlen_func``
@@ -41,8 +41,8 @@ import triton.language as tl
 
 from course_utils import env
 from kernels.attention import triton_bwd, triton_fwd
-from kernels.attention.triton_bwd import _dkdv_step, _dq_step, delta_kernel
-from kernels.attention.triton_fwd import LOG2E, _masked_step, attend_block, key_range
+from kernels.attention.triton_bwd import delta_kernel, dkdv_step, dq_step
+from kernels.attention.triton_fwd import LOG2E, attend_block, key_range, masked_step
 
 # -- the kernels ----------------------------------------------------------------------------------
 
@@ -99,7 +99,7 @@ def varlen_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
         v = tl.load(v_ptrs + start_n * svs)
         acc, m_i, l_i = attend_block(acc, m_i, l_i, q, k, v, qk_scale, 0, False, IEEE)
     for start_n in range(full_end, end, BLOCK_N):
-        acc, m_i, l_i = _masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols, sks,
+        acc, m_i, l_i = masked_step(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, rows, cols, sks,
                                      svs, seq_k, 0, qk_scale, CAUSAL, False, IEEE)
     l_i = tl.where(l_i == 0.0, 1.0, l_i)  # a sequence with no keys: output 0, lse2 = -inf
     tl.store(o_ptr + (q_lo + rows[:, None]) * sos + h * soh + dims[None, :] * sod,
@@ -140,12 +140,12 @@ def varlen_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, 
         first = 0
         if CAUSAL:  # the diagonal masked, the queries after it whole, those before skipped
             for start_m in range(k_start, tl.minimum(k_start + BLOCK_N, seq_q), BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
+                dk, dv = dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m,
                                     rows0, keys, sqs, sds, seq_q, 0, qk_scale, True, False,
                                     IEEE)
             first = k_start + BLOCK_N
         for start_m in range(first, seq_q, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m, rows0,
+            dk, dv = dkdv_step(dk, dv, k, v, q_ptrs, do_ptrs, lse_h, delta_h, start_m, rows0,
                                 keys, sqs, sds, seq_q, 0, qk_scale, False, False, IEEE)
     tl.store(dk_ptr + (k_lo + keys[:, None]) * sdks + kv_h * sdkh + dims[None, :] * sdkd,
              (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok)
@@ -179,10 +179,10 @@ def varlen_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, cu
     dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     full_end, end = key_range(q_start, seq_k, CAUSAL, BLOCK_M, BLOCK_N)
     for start_n in range(0, full_end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+        dq = dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
                       seq_k, 0, qk_scale, False, CAUSAL, False, IEEE)
     for start_n in range(full_end, end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
+        dq = dq_step(dq, q, do, lse, delta, k_ptrs, v_ptrs, start_n, rows, cols, sks, svs,
                       seq_k, 0, qk_scale, True, CAUSAL, False, IEEE)
     tl.store(dq_ptr + (q_lo + rows[:, None]) * sdqs + h * sdqh + dims[None, :] * sdqd,
              (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=ok[:, None])
@@ -251,7 +251,7 @@ def backward(q, k, v, o, lse, do, cu_q, cu_k, max_q: int, max_k: int, causal: bo
 # -- the public function --------------------------------------------------------------------------
 
 
-def _validate(q, k, v, cu_q, cu_k, max_q, max_k, causal) -> tuple[list[int], list[int]]:
+def validate_args(q, k, v, cu_q, cu_k, max_q, max_k, causal) -> tuple[list[int], list[int]]:
     """ValueError naming the argument for a malformed problem; the lengths of the sequences."""
     from kernels.attention import check_kv
     from kernels.registry import expect_tensor
@@ -323,7 +323,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     sequence. Returns ``(total_q, H, D)``, differentiable in q, k and v. ``causal`` is aligned
     top-left in each sequence. ValueError, naming the argument, for a malformed problem or one
     the kernels cannot run here."""
-    _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
+    validate_args(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
     if why := triton_fwd.reason(q, k, v, causal):
         raise ValueError(f"varlen_attention: {why}")
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)

@@ -14,7 +14,7 @@ def _is_fp8(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point and dtype.itemsize == 1
 
 
-def _validate(a, b) -> None:
+def validate_args(a, b) -> None:
     expect_tensor("matmul", "a", a, ndim=2)
     expect_tensor("matmul", "b", b, ndim=2)
     if a.shape[1] != b.shape[0]:
@@ -49,7 +49,7 @@ def _transposed(dtype, device):
 define_op(
     "matmul",
     arg_names=("a", "b"),
-    validate=_validate,
+    validate=validate_args,
     reference="eager",
     dtypes=DTYPES,
     cases=(

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from kernels.matmul.hopper.triton_tma import _tile_coordinates  # the grouped order, one copy
+from kernels.matmul.hopper.triton_tma import tile_coordinates  # the grouped order, one copy
 
 PROVIDER = "triton_dot"
 SOURCE = "kernels/matmul/triton_dot.py"
@@ -91,7 +91,7 @@ def dot_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     """C = A @ B, one BLOCK_M x BLOCK_N tile of C per program, in grouped order."""
-    tile_m, tile_n = _tile_coordinates(tl.program_id(0), tl.cdiv(M, BLOCK_M),
+    tile_m, tile_n = tile_coordinates(tl.program_id(0), tl.cdiv(M, BLOCK_M),
                                        tl.cdiv(N, BLOCK_N), GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -152,9 +152,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, tile: Tile | None = None) -> tor
     the result in the inputs' dtype. ``tile`` fixes the configuration (otherwise the
     autotuner's choice on a GPU, :data:`INTERPRETER_TILE` under the interpreter).
     Raises ``ValueError`` with the reason when it cannot run the problem here."""
-    from kernels.matmul import _validate  # shapes that line up, one dtype, one device
+    from kernels.matmul import validate_args  # shapes that line up, one dtype, one device
 
-    _validate(a, b)
+    validate_args(a, b)
     if a.dtype not in DTYPES:
         raise ValueError(f"triton_dot: a expected one of float32, float16, bfloat16, "
                          f"got {a.dtype}")

@@ -258,7 +258,7 @@ def differentiable(q, k, v, causal=False, window=None, *, version: int = BEST):
         if why := reason(q, k, v, causal, window):
             raise ValueError(f"wgmma attention: {why}")
         return HopperAttention.apply(q, k, v, causal, None, version)
-    return fwd._run(q, k, v, causal, window)
+    return fwd.run_checked(q, k, v, causal, window)
 
 
 def registered_reason(q, k, v, causal=False, window=None) -> str | None:
@@ -272,9 +272,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               causal: bool = False, version: int = BEST) -> torch.Tensor:
     """``softmax(q kᵀ / sqrt(D)) v``, differentiable with the Hopper kernels (backward
     ``version`` 1 or 2); ValueError with the reason if it cannot run here."""
-    from kernels.attention import _validate
+    from kernels.attention import validate_args
 
-    _validate(q, k, v, causal)
+    validate_args(q, k, v, causal)
     version = _version(version)
     if why := reason(q, k, v, causal):
         raise ValueError(f"wgmma attention: {why}")

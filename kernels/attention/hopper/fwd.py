@@ -226,7 +226,9 @@ def _launch(s: Step, d: int, q2, k2, v2, out, lse, sq, sk, causal, window, heads
            grid=s.grid(query_heads, sq), block=s.threads, shared_mem=s.shared_bytes(d))
 
 
-def _run(q, k, v, causal=False, window=None, *, s: Step = BEST) -> torch.Tensor:
+def run_checked(q, k, v, causal=False, window=None, *, s: Step = BEST) -> torch.Tensor:
+    """The forward on a problem already checked (by the registry's ``supports()``, or by
+    :func:`attention`): no check of its own, so a registered call pays none twice."""
     out = torch.empty_like(q)
     if q.shape[2] == 0 or out.numel() == 0:
         return out
@@ -238,13 +240,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               s: int | Step = BEST, window: int | None = None) -> torch.Tensor:
     """``softmax(q kᵀ / sqrt(D)) v`` with a step's kernel (forward only; k and v may have fewer
     heads, ``window`` with ``causal``); ValueError with the reason if it cannot run here."""
-    from kernels.attention import _validate  # the op's own checks: shapes, dtypes, devices
+    from kernels.attention import validate_args  # the op's own checks: shapes, dtypes, devices
 
     s = step(s)
-    _validate(q, k, v, causal, window)
+    validate_args(q, k, v, causal, window)
     if why := reason(q, k, v, causal, window):
         raise ValueError(f"wgmma attention [{s.name}]: {why}")
-    return _run(q, k, v, causal, window, s=s)
+    return run_checked(q, k, v, causal, window, s=s)
 
 
 # -- variable length: sequences packed end to end ------------------------------------------------
@@ -280,7 +282,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     from kernels.attention import varlen
 
     s = step(s)
-    varlen._validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
+    varlen.validate_args(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
     if why := varlen_reason(q, k, v):
         raise ValueError(f"wgmma varlen_attention [{s.name}]: {why}")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):

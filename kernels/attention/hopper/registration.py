@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 
 from kernels.attention.hopper import bwd
-from kernels.attention.hopper.fwd import BEST, DTYPES, HEAD_DIMS, STEPS, _run, reason
+from kernels.attention.hopper.fwd import BEST, DTYPES, HEAD_DIMS, STEPS, reason, run_checked
 
 
 def _backward_meta(version: int) -> dict:
@@ -34,7 +34,7 @@ def register_all() -> list:
         registered.append(register(
             "attention", "wgmma", None if s is BEST else s.name,
             build=(lambda: bwd.differentiable) if s is BEST
-            else lambda _s=s: functools.partial(_run, s=_s),
+            else lambda _s=s: functools.partial(run_checked, s=_s),
             dtypes=tuple(DTYPES), devices=("cuda",), contiguous=True,
             needs=("cuda", "nvrtc"), min_capability=(9, 0),
             check=bwd.registered_reason if s is BEST else reason,

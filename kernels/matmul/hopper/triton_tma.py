@@ -143,7 +143,7 @@ def variant(name: str | torch.dtype | Variant) -> Variant:
 
 
 @triton.jit
-def _tile_coordinates(tile, num_tiles_m, num_tiles_n, GROUP_M: tl.constexpr):
+def tile_coordinates(tile, num_tiles_m, num_tiles_n, GROUP_M: tl.constexpr):
     """Tile number -> (tile row, tile column) in the grouped order: GROUP_M tile rows at a time,
     walked column by column, so tiles that run together share rows of a and columns of b."""
     tiles_per_group = GROUP_M * num_tiles_n
@@ -176,7 +176,7 @@ def tma_persistent_matmul_kernel(a_desc, bt_desc, c_desc, c_ptr, M, N, K, stride
     # flatten=True: the tile loop and the K loop become one loop for the software pipeliner, so
     # the TMA ring never drains between two tiles of the same program
     for tile in tl.range(start, num_tiles, NUM_SMS, flatten=True):
-        tile_m, tile_n = _tile_coordinates(tile, num_tiles_m, num_tiles_n, GROUP_M)
+        tile_m, tile_n = tile_coordinates(tile, num_tiles_m, num_tiles_n, GROUP_M)
         off_m = tile_m * BLOCK_M
         off_n = tile_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -189,7 +189,7 @@ def tma_persistent_matmul_kernel(a_desc, bt_desc, c_desc, c_ptr, M, N, K, stride
             acc = tl.dot(a, bt.T, acc)
 
         tile_c += NUM_SMS
-        tile_m, tile_n = _tile_coordinates(tile_c, num_tiles_m, num_tiles_n, GROUP_M)
+        tile_m, tile_n = tile_coordinates(tile_c, num_tiles_m, num_tiles_n, GROUP_M)
         off_m = tile_m * BLOCK_M
         off_n = tile_n * BLOCK_N
         if TMA_STORE:
@@ -351,9 +351,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: Config | None = None,
     dtype) is written in place, which lets a test poison it first. Raises ``ValueError`` with
     the reason when the kernel cannot run the problem here.
     """
-    from kernels.matmul import _validate  # shapes that line up, one device: named operands
+    from kernels.matmul import validate_args  # shapes that line up, one device: named operands
 
-    _validate(a, b)
+    validate_args(a, b)
     if r := reason(a, b):
         raise ValueError(f"triton-tma: {r}")
     v = variant(a.dtype)

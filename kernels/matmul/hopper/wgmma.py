@@ -419,10 +419,10 @@ def run_checked(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant,
 def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
            s: int | Step = BEST) -> torch.Tensor:
     """``a @ b`` with a step's kernel; raises ValueError with the reason if it cannot."""
-    from kernels.matmul import _validate  # the op's own checks: shapes, devices
+    from kernels.matmul import validate_args  # the op's own checks: shapes, devices
 
     v, s = variant(v), step(s)
-    _validate(a, b)
+    validate_args(a, b)
     if reason := problem_reason(v, a, b) or gpu_reason(_capability(a)):
         raise ValueError(f"wgmma[{s.name} {v.name}]: {reason}")
     return run_checked(a, b, s, v)
