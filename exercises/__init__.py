@@ -402,7 +402,7 @@ def compare(got, expected: torch.Tensor, *, what: str, atol: float | torch.Tenso
                        f"{e[first].item():.6g}", hint)
 
 
-def _triton_launchers() -> list[type]:
+def triton_launchers() -> list[type]:
     """The classes whose ``run`` launches a ``@triton.jit`` kernel: compiled (JITFunction) and
     interpreted (TRITON_INTERPRET=1). ``kernel[grid](...)`` and autotuners end in one of them."""
     found = []
@@ -436,7 +436,7 @@ def triton_launches():
         return run
 
     with contextlib.ExitStack() as stack:
-        for cls in _triton_launchers():
+        for cls in triton_launchers():
             stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
         yield launched
 

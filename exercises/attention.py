@@ -38,7 +38,7 @@ SECTION_FORWARD = "Write the loop body and the ranges"
 LN2 = math.log(2.0)
 
 
-def _where() -> tuple[str, list[torch.dtype]]:
+def where_checked() -> tuple[str, list[torch.dtype]]:
     """(device, dtypes) a check runs here, and says so."""
     if env.TRITON_INTERPRET:
         return "cpu", [torch.float32, torch.float16]
@@ -47,7 +47,7 @@ def _where() -> tuple[str, list[torch.dtype]]:
     return "cuda", [torch.float32, torch.float16, torch.bfloat16]
 
 
-def _ran_on(device: str, dtypes) -> str:
+def ran_on(device: str, dtypes) -> str:
     names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
     if device == "cpu":
         return (f"checked in Triton's interpreter on the CPU ({names}; bf16 tl.dot is wrong in "
@@ -129,7 +129,7 @@ bottom-right causal masks make such blocks. The running maximum is the largest v
 when every value is negative (the check has rows of values about −200). `tl.max(x, 0)`,
 `tl.sum(x, 0)`, `tl.exp`, `tl.maximum`, `tl.where` are all you need.""")
 def check_online_step(online_step, report) -> None:
-    device, _ = _where()
+    device, _ = where_checked()
     block = 64
     first = torch.randn(3, 200)
     first[:, :70] = float("-inf")  # the first block (and 6 more) masked: m is still -inf
@@ -177,7 +177,7 @@ def check_online_step(online_step, report) -> None:
     report.line(f"softmax and log-sum-exp right on {len(cases)} rows in float32 and float16 "
                 f"(-inf blocks before and after real values, |x| ~ 1e3, every value about "
                 f"-200); "
-                f"{_ran_on(device, [torch.float32, torch.float16])}")
+                f"{ran_on(device, [torch.float32, torch.float16])}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
 '''
 
 
-def _patched(kernel_module, name: str, fn):
+def patched_module(kernel_module, name: str, fn):
     """A fresh copy of a kernel module of the course (its file executed again as a new module)
     with ``fn`` in place of its function ``name``: your code runs inside the lesson's kernel."""
     label = "_attention_" + kernel_module.__name__.rsplit(".", 1)[-1]
@@ -214,7 +214,7 @@ def _patched(kernel_module, name: str, fn):
     return module
 
 
-def _forward_with(name: str, fn, seen: list[str] | None = None):
+def forward_with(name: str, fn, seen: list[str] | None = None):
     """The course's forward (``triton_fwd.py``) with your ``fn`` as its function ``name``;
     with ``seen``, the interpreter records there what ``attend_block`` returns that is not
     float32."""
@@ -222,7 +222,7 @@ def _forward_with(name: str, fn, seen: list[str] | None = None):
 
     if seen is not None:
         fn = watched(fn, ("acc", "m_new", "l_new"), seen)
-    module = _patched(triton_fwd, name, fn)
+    module = patched_module(triton_fwd, name, fn)
     return module.forward, module
 
 
@@ -245,7 +245,7 @@ LSE = ("the output is right, but the log-sum-exp the kernel saves for the backwa
        "and l_i the sum of 2^(s · qk_scale − m_i)")
 
 
-def _qkv(device, dtype, b, h, sq, sk, d, scale=1.0):
+def random_qkv(device, dtype, b, h, sq, sk, d, scale=1.0):
     """Fresh q, k, v: ``scale`` makes the scores large (q and k); v stays unit-sized."""
     return [(c * torch.randn(b, h, s, d, device=device)).to(dtype)
             for s, c in ((sq, scale), (sk, scale), (sk, 1.0))]
@@ -255,7 +255,7 @@ def _attention_cases(device: str, dtype: torch.dtype, causal_only: bool = False)
     """(label, (q, k, v), causal, (BLOCK_M, BLOCK_N) or None, what a mismatch there points to),
     simplest first. None: the lesson's configuration here (32 x 32 in the interpreter)."""
     def qkv(*shape, scale=1.0):
-        return _qkv(device, dtype, *shape, scale=scale)
+        return random_qkv(device, dtype, *shape, scale=scale)
 
     cases = [] if causal_only else [
         ("one block 1x2x32x64", qkv(1, 2, 32, 32, 64), False, None, ONE_BLOCK),
@@ -277,7 +277,7 @@ def _attention_cases(device: str, dtype: torch.dtype, causal_only: bool = False)
          qkv(1, 1, 70, 45, 32, scale=6.0), True, (64, 32), AFTER)]
 
 
-def _exact(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def exact_scores(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """float64 ``(scaled scores, masked)`` of a problem: what the output and lse come from."""
     s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if causal:
@@ -301,19 +301,19 @@ def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = 
         for label, (q, k, v), causal, blocks, why in _attention_cases(device, dtype,
                                                                       causal_only):
             what = f"{label} {str(dtype).removeprefix('torch.')}"
-            config = {} if blocks is None else {"config": _config(forward, *blocks)}
+            config = {} if blocks is None else {"config": config_of(forward, *blocks)}
             got, lse2 = quiet(forward, q, k, v, causal, **config)
             expect_float32(seen or [], "attend_block", what)
             compare(got, attention_eager(q, k, v, causal), what=what, atol=atol, rtol=rtol,
                     hint=hint or why)
-            compare(lse2 * LN2, _exact(q, k, v, causal).logsumexp(-1).float(),
+            compare(lse2 * LN2, exact_scores(q, k, v, causal).logsumexp(-1).float(),
                     what=f"{what}: the saved log-sum-exp (lse2 · ln 2)", atol=1e-3, rtol=1e-4,
                     hint=hint or LSE)
             checked += 1
     return checked // len(dtypes)
 
 
-def _config(forward, block_m: int, block_n: int):
+def config_of(forward, block_m: int, block_n: int):
     """The forward's own ``Config`` (of the module it was defined in) with these blocks."""
     return forward.__globals__["Config"](block_m, block_n)
 
@@ -353,13 +353,13 @@ log2 units: `s = q kᵀ`, the new maximum `m_new = max(m_i, max_j s · qk_scale)
 `p = exp2(s · qk_scale − m_new)`, the rescale `alpha = exp2(m_i − m_new)`; then `l` and `acc`
 (round `p` to `v.dtype` before the second `tl.dot`, as the tensor cores want).""")
 def check_attend_block(attend_block, report) -> None:
-    device, dtypes = _where()
+    device, dtypes = where_checked()
     seen: list[str] = []
-    forward, _ = _forward_with("attend_block", attend_block, seen)
+    forward, _ = forward_with("attend_block", attend_block, seen)
     n = _check_forward(forward, device, dtypes, False, seen=seen)
     report.line(f"output and saved log-sum-exp right on {n} problems (one block, many, causal "
                 f"and not, ragged, Sq != Sk both ways, large scores, 64x32 blocks); "
-                f"{_ran_on(device, dtypes)}")
+                f"{ran_on(device, dtypes)}")
     _gpu_ratio(report, forward, False, "your forward", 1.0)
 
 
@@ -389,8 +389,8 @@ the forward's two loops run `range(0, full_end, BLOCK_N)` unmasked and
 blocks each loop would run against the fewest that are right, then runs the lesson's forward
 with your `key_range` in it. `tl.minimum` helps.""")
 def check_key_range(key_range, report) -> None:
-    device, dtypes = _where()
-    forward, module = _forward_with("key_range", key_range)
+    device, dtypes = where_checked()
+    forward, module = forward_with("key_range", key_range)
     for causal in (True, False):
         for bm, bn in ((32, 32), (64, 32), (128, 64)):
             for seq_q, seq_k in ((300, 300), (100, 257), (260, 33), (64, 64)):
@@ -421,7 +421,7 @@ def check_key_range(key_range, report) -> None:
                        "compare your (full_end, end) with the keys each query may see")
     report.line(f"fewest blocks, masks only where needed, on 24 (lengths, blocks) "
                 f"combinations; the forward with your key_range right on {n} causal problems; "
-                f"{_ran_on(device, dtypes)}")
+                f"{ran_on(device, dtypes)}")
     if not device_is_cpu():
         from course_utils import timing
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 import torch
 
 from exercises import compare, exercise
-from exercises.attention import _exact, _patched, _qkv, _ran_on, _where, device_is_cpu
+from exercises.attention import (
+    device_is_cpu,
+    exact_scores,
+    patched_module,
+    ran_on,
+    random_qkv,
+    where_checked,
+)
 from exercises.triton_precision import expect_float32, quiet, watched
 
 # the exercise closes this subsection; the course's own code is shown after it
@@ -67,7 +74,7 @@ BLOCKS_BWD = ("right in 32 x 32 blocks, wrong in 16-query steps over 64-key bloc
 def _backward_cases(device: str, dtype: torch.dtype):
     """(label, (q, k, v), causal, (dK/dV blocks, dQ blocks) or None, hint), simplest first."""
     def qkv(*shape, scale=1.0):
-        return _qkv(device, dtype, *shape, scale=scale)
+        return random_qkv(device, dtype, *shape, scale=scale)
 
     return [("one block 1x1x32x32, D=32", qkv(1, 1, 32, 32, 32), False, None, ""),
             ("ragged 1x2x77x77, D=64", qkv(1, 2, 77, 77, 64), False, None, ""),
@@ -87,7 +94,7 @@ def _backward_cases(device: str, dtype: torch.dtype):
 def _exact_gradients(q, k, v, causal: bool, do) -> dict[str, torch.Tensor]:
     """dQ, dK, dV of softmax(q kᵀ / √D) v by float64 autograd."""
     q, k, v = (t.detach().double().requires_grad_() for t in (q, k, v))
-    o = torch.softmax(_exact(q, k, v, causal), dim=-1) @ v
+    o = torch.softmax(exact_scores(q, k, v, causal), dim=-1) @ v
     o.backward(do.double())
     return {"dQ": q.grad, "dK": k.grad, "dV": v.grad}
 
@@ -112,9 +119,9 @@ blocks of 16 queries over 64 keys.""")
 def check_backward_dkdv(dkdv_block, report) -> None:
     from kernels.attention import triton_bwd, triton_fwd
 
-    device, dtypes = _where()
+    device, dtypes = where_checked()
     seen: list[str] = []
-    module = _patched(triton_bwd, "dkdv_block", watched(dkdv_block, ("dk", "dv"), seen))
+    module = patched_module(triton_bwd, "dkdv_block", watched(dkdv_block, ("dk", "dv"), seen))
     checked = 0
     for dtype in dtypes:
         tol = GRAD_TOL[dtype]
@@ -140,7 +147,7 @@ def check_backward_dkdv(dkdv_block, report) -> None:
     report.line(f"dQ, dK and dV within {', '.join(f'{GRAD_TOL[d]:g}' for d in dtypes)} of "
                 f"float64 autograd (relative to the largest) on {checked // len(dtypes)} "
                 f"problems (causal and not, Sq != Sk both ways, ragged, one query, large "
-                f"scores); {_ran_on(device, dtypes)}")
+                f"scores); {ran_on(device, dtypes)}")
     if not device_is_cpu():
         from course_utils import timing
 

@@ -20,7 +20,7 @@ import math
 import torch
 
 from exercises import compare, exercise, load_cell
-from exercises.attention import LN2, _patched, _ran_on, _where
+from exercises.attention import LN2, patched_module, ran_on, where_checked
 from exercises.triton_precision import quiet
 
 # the exercise closes this subsection of section 3
@@ -171,7 +171,7 @@ def _check_forward(combine_splits, device: str, dtypes) -> int:
     from kernels.attention import attention_eager, triton_decode, visible
     from kernels.registry import OPS
 
-    module = _patched(triton_decode, "combine_splits", combine_splits)
+    module = patched_module(triton_decode, "combine_splits", combine_splits)
     for dtype in dtypes:
         atol, rtol = OPS["attention"].tol(dtype)
         for h, h_kv, sq, sk, causal, window, d, split in FORWARD:
@@ -212,10 +212,10 @@ runs the decoding forward with your `combine_splits` in it against float64 atten
 `tl.load(..., mask=, other=)`, `tl.max`, `tl.math.exp2`, `tl.sum` and `tl.where` are all it
 takes.""")
 def check_combine_splits(combine_splits, report) -> None:
-    device, dtypes = _where()
+    device, dtypes = where_checked()
     cases = _check_probe(combine_splits, device)
     n = _check_forward(combine_splits, device, dtypes)
     report.line(f"every row's merged output and lse right on {cases} sets of partial results "
                 f"(1 to 13 splits, empty splits and rows, lse near ±3000, D 64 and 128); the "
                 f"decoding forward with your combine_splits right on {n} problems (output and "
-                f"saved log-sum-exp); {_ran_on(device, dtypes)}")
+                f"saved log-sum-exp); {ran_on(device, dtypes)}")

@@ -22,7 +22,7 @@ import torch
 import triton
 
 from exercises import compare, exercise, expect, load_cell
-from exercises.attention import LN2, _patched, _ran_on, _where
+from exercises.attention import LN2, patched_module, ran_on, where_checked
 from exercises.triton_precision import quiet
 from kernels.attention.varlen import cumulative
 
@@ -202,7 +202,7 @@ def _check_forward(locate, device: str, dtypes) -> int:
     from kernels.attention import varlen
     from kernels.registry import OPS
 
-    module = _patched(varlen, "locate", locate)
+    module = patched_module(varlen, "locate", locate)
     for dtype in dtypes:
         atol, rtol = OPS["attention"].tol(dtype)
         for index, causal, d in FORWARD:
@@ -239,10 +239,10 @@ between poisoned entries), then runs the varlen forward with your `locate` in it
 attention run sequence by sequence. `tl.load`, `tl.where` and `.to(tl.int64)` are all it
 takes.""")
 def check_varlen_locate(locate, report) -> None:
-    device, dtypes = _where()
+    device, dtypes = where_checked()
     programs = _check_probe(locate, device)
     n = _check_forward(locate, device, dtypes)
     report.line(f"every program's (q_lo, seq_q, k_lo, seq_k, kv_h) right on {programs} programs "
                 f"({len(PROBLEMS)} packed batches, BLOCK_M 16 to 128); the varlen forward with "
                 f"your locate right on {n} problems (output and saved log-sum-exp); "
-                f"{_ran_on(device, dtypes)}")
+                f"{ran_on(device, dtypes)}")

@@ -17,7 +17,7 @@ import math
 import torch
 
 from exercises import compare, exercise, expect
-from exercises.attention import LN2, _config, _forward_with, _qkv, _ran_on, _where
+from exercises.attention import LN2, config_of, forward_with, ran_on, random_qkv, where_checked
 from exercises.triton_precision import quiet
 
 # the exercise closes this subsection of section 3
@@ -110,7 +110,7 @@ def _check_ranges(module, device: str) -> int:
 def _window_cases(device: str, dtype: torch.dtype):
     """(label, (q, k, v), window, (BLOCK_M, BLOCK_N) or None): None is the interpreter's 32x32."""
     def qkv(*shape):
-        return _qkv(device, dtype, *shape)
+        return random_qkv(device, dtype, *shape)
 
     return [("window 1 (each query sees itself) 1x1x70x70x16", qkv(1, 1, 70, 70, 16), 1, None),
             ("window 32 = BLOCK_N 1x2x100x100x32", qkv(1, 2, 100, 100, 32), 32, None),
@@ -129,7 +129,7 @@ def _check_forward(forward, device: str, dtypes) -> int:
         atol, rtol = OPS["attention"].tol(dtype)
         for label, (q, k, v), window, blocks in _window_cases(device, dtype):
             what = f"{label} {str(dtype).removeprefix('torch.')}"
-            config = {} if blocks is None else {"config": _config(forward, *blocks)}
+            config = {} if blocks is None else {"config": config_of(forward, *blocks)}
             got, lse2 = quiet(forward, q, k, v, True, window, **config)
             want = attention_eager(q.double(), k.double(), v.double(), True, window)
             compare(got, want.to(got.dtype), what=what, atol=atol, rtol=rtol,
@@ -156,10 +156,10 @@ keys, `q_start` on and off the block grid and four block shapes, then runs the l
 with your `window_range` in it against the float64 reference. `tl.maximum` and `tl.cdiv`
 help.""")
 def check_window_range(window_range, report) -> None:
-    device, dtypes = _where()
-    forward, module = _forward_with("window_range", window_range)
+    device, dtypes = where_checked()
+    forward, module = forward_with("window_range", window_range)
     ranges = _check_ranges(module, device)
     n = _check_forward(forward, device, dtypes)
     report.line(f"(start, full_start) equal to a brute force on {ranges} (q_start, window, "
                 f"blocks) combinations; the forward with your window_range right on {n} "
-                f"windowed problems (output and saved log-sum-exp); {_ran_on(device, dtypes)}")
+                f"windowed problems (output and saved log-sum-exp); {ran_on(device, dtypes)}")

@@ -10,13 +10,13 @@ from torch.utils._pytree import tree_flatten
 from course_utils import env
 from exercises import (
     Mismatch,
-    _triton_launchers,
     bandwidth_verdict,
     compare,
     exercise,
     expect,
     expect_triton_kernel,
     triton_checks,
+    triton_launchers,
 )
 from exercises.triton_checks import call_answer, expect_bounds, expect_one_fused_kernel, fenced
 
@@ -59,7 +59,7 @@ a GPU it runs under Triton's interpreter, at once.""")
 def check_reverse(reverse_kernel, report) -> None:
     import triton
 
-    launchers = tuple(_triton_launchers())
+    launchers = tuple(triton_launchers())
     expect(isinstance(reverse_kernel, launchers),
            f"reverse_kernel is a {type(reverse_kernel).__name__}, not a @triton.jit kernel",
            "decorate the function with @triton.jit and use tl.load / tl.store")

@@ -31,10 +31,10 @@ import torch
 from course_utils import env
 from exercises import CannotCheck, Mismatch, exercise, expect
 from exercises.triton_checks import (
-    _nan_fenced,
     expect_in_bounds,
     interpreted,
     masked_loads_without_other,
+    nan_fenced,
 )
 
 # the exercise closes this section of the lesson
@@ -139,8 +139,8 @@ def _run(kernel, x: torch.Tensor, keys_contiguous: bool, interpreting: bool):
 
     b, h, s, d = x.shape
     n = q.scale_blocks(s)
-    scale = _nan_fenced(b * h * n, torch.float32, x.device).view(b, h, n)
-    memory = _nan_fenced(b * h * s * d, E4M3, x.device)
+    scale = nan_fenced(b * h * n, torch.float32, x.device).view(b, h, n)
+    memory = nan_fenced(b * h * s * d, E4M3, x.device)
     x8 = (memory.view(b, h, d, s).transpose(2, 3) if keys_contiguous
           else memory.view(b, h, s, d))
     with np.errstate(all="ignore"):
@@ -277,7 +277,7 @@ def _addresses_only():
 
     from triton.runtime import interpreter
 
-    from exercises.triton_checks import _array
+    from exercises.triton_checks import as_array
 
     load = interpreter.InterpreterBuilder.create_masked_load
     store = interpreter.InterpreterBuilder.create_masked_store
@@ -285,8 +285,8 @@ def _addresses_only():
 
     def off(kind, ptrs, mask):
         size = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
-        addresses = _array(ptrs).astype(np.uint64)
-        active = np.broadcast_to(_array(mask).astype(bool), addresses.shape)
+        addresses = as_array(ptrs).astype(np.uint64)
+        active = np.broadcast_to(as_array(mask).astype(bool), addresses.shape)
         program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
         seen.append((kind, program, size, addresses[active]))
         none = np.zeros(addresses.shape, dtype=bool)

@@ -132,10 +132,11 @@ def _values(d: int) -> tuple[dict[int, tuple[int, int]], dict[int, tuple[int, in
 
 
 def home(d: int, m0: int, dq_col0: int, t: int, i: int) -> tuple[int, int]:
-    """(query row, column) of thread t's dq_acc[i]: the fragment layout."""
-    j, h, e = i // 4, (i // 2) % 2, i % 2
-    lane = t % 32
-    return m0 + 16 * (t // 32) + lane // 4 + 8 * h, dq_col0 + 8 * j + 2 * (lane % 4) + e
+    """(query row, column) of thread t's dq_acc[i]: the fragment layout (``d`` is the head
+    dimension, which only chose ``dq_col0``)."""
+    from kernels.matmul.hopper.layout import accumulator_home
+
+    return accumulator_home(t, i, m0, dq_col0)
 
 
 def probe_error(found: dict, d: int, bh: int, sq: int, m0: int, consumer: int

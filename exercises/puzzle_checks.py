@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from course_utils import env
-from exercises import Mismatch, _triton_launchers, compare, expect, triton_checks
+from exercises import Mismatch, compare, expect, triton_checks, triton_launchers
 from exercises.triton_checks import (
     call_answer,
     fence_broken,
@@ -145,7 +145,7 @@ def _sixteen_bit(kernel) -> bool:
 
 
 def check_puzzle(p: Puzzle, kernel, report) -> None:
-    expect(isinstance(kernel, tuple(_triton_launchers())),
+    expect(isinstance(kernel, tuple(triton_launchers())),
            f"{p.kernel} is a {type(kernel).__name__}, not a @triton.jit kernel",
            "decorate the function with @triton.jit and use tl.load / tl.store")
     if p.reduces and (lines := triton_checks.masked_loads_without_other(kernel)):
@@ -282,8 +282,8 @@ def footprint(p: Puzzle, kernel, sizes: dict) -> dict[str, dict]:
 
     def record(kind, ptrs, mask):
         program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
-        addresses = triton_checks._array(ptrs).astype(np.int64)
-        addresses = addresses[np.broadcast_to(triton_checks._array(mask).astype(bool),
+        addresses = triton_checks.as_array(ptrs).astype(np.int64)
+        addresses = addresses[np.broadcast_to(triton_checks.as_array(mask).astype(bool),
                                               addresses.shape)]
         hit, hits = np.zeros(addresses.shape, dtype=bool), []
         for name, t in tensors.items():

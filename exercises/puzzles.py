@@ -16,7 +16,7 @@ import io
 import torch
 
 from course_utils import env
-from exercises import CannotCheck, _triton_launchers, exercise, footprints, triton_checks
+from exercises import CannotCheck, exercise, footprints, triton_checks, triton_launchers
 from exercises.puzzle_checks import Puzzle, check_puzzle, footprint
 
 
@@ -260,7 +260,7 @@ def draw(id: str, yours=None):
             print(f"(no picture: it runs an interpreted copy of the kernel, which Triton "
                   f"{triton.__version__} cannot do here; the check says so too)")
             return None
-    if not isinstance(yours, tuple(_triton_launchers())):
+    if not isinstance(yours, tuple(triton_launchers())):
         raise CannotCheck(f"{p.kernel} is not a @triton.jit kernel")
     try:
         expected = _expected(id)

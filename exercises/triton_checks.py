@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from exercises import Mismatch, _triton_launchers, expect
+from exercises import Mismatch, expect, triton_launchers
 
 # the copies the checks run (their own module): the checks' and the lessons' names for them
 from exercises.interpreted import copy_failed, interpreted  # noqa: E402, F401
@@ -127,7 +127,7 @@ def masked_loads_without_other(kernel) -> list[int]:
             and "other" not in {k.arg for k in node.keywords} and len(node.args) < 3]
 
 
-def _array(handle) -> np.ndarray:
+def as_array(handle) -> np.ndarray:
     """The NumPy array of an interpreter value: a TensorHandle's data, or the array itself (a
     tensor descriptor's load passes its mask as a plain array)."""
     return handle if isinstance(handle, np.ndarray) else np.asarray(handle.data)
@@ -154,8 +154,8 @@ def bounds_checked() -> Iterator[list[Violation]]:
     def inside(kind: str, ptrs, mask):
         """The mask with the lanes outside every tensor turned off (and recorded)."""
         size = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
-        addresses = _array(ptrs).astype(np.uint64)
-        active = np.broadcast_to(_array(mask).astype(bool), addresses.shape)
+        addresses = as_array(ptrs).astype(np.uint64)
+        active = np.broadcast_to(as_array(mask).astype(bool), addresses.shape)
         ok = np.zeros(addresses.shape, dtype=bool)
         for r in launch["regions"]:
             ok |= (addresses >= r.start) & (addresses + size <= r.end)
@@ -222,13 +222,13 @@ def fenced(*shape: int, dtype: torch.dtype = torch.float32, transposed: bool = F
     :func:`bounds_checked` then names (a neighbouring tensor of the check, where the allocator
     put one, would hide it)."""
     numel = int(np.prod(shape))
-    inside = _nan_fenced(numel, dtype, "cpu")
+    inside = nan_fenced(numel, dtype, "cpu")
     view = inside.view(*shape[::-1]).t() if transposed else inside.view(*shape)
     view.copy_(scale * torch.randn(*shape))
     return view
 
 
-def _nan_fenced(numel: int, dtype: torch.dtype, device) -> torch.Tensor:
+def nan_fenced(numel: int, dtype: torch.dtype, device) -> torch.Tensor:
     """``numel`` elements in the middle of a NaN-filled buffer (as many again on each side)."""
     pad = max(numel, 64)
     buffer = torch.full((numel + 2 * pad,), float("nan"), dtype=dtype, device=device)
@@ -242,7 +242,7 @@ def fenced_copy(t: torch.Tensor) -> torch.Tensor:
     then reads NaN, and the NaN reaches the values the check compares (the next allocation
     would give it plausible numbers: compute-sanitizer does not see a read that lands inside
     another tensor)."""
-    inside = _nan_fenced(t.numel(), t.dtype, t.device)
+    inside = nan_fenced(t.numel(), t.dtype, t.device)
     return inside.view(t.shape).copy_(t)
 
 
@@ -300,15 +300,15 @@ def interpreted_memory():
 
     def undefined(self, ptrs, mask, other, *rest, **options):
         dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
-        if other is None and np.issubdtype(dtype, np.floating) and not _array(mask).all():
+        if other is None and np.issubdtype(dtype, np.floating) and not as_array(mask).all():
             seen["undefined"].append(ptrs)
-            other = interpreter.TensorHandle(np.full(_array(ptrs).shape, np.nan, dtype=dtype),
+            other = interpreter.TensorHandle(np.full(as_array(ptrs).shape, np.nan, dtype=dtype),
                                              ptrs.get_element_ty())
         return load(self, ptrs, mask, other, *rest, **options)
 
     def recorded(self, ptrs, value, mask, *rest, **options):
-        active = np.broadcast_to(_array(mask).astype(bool), _array(ptrs).shape)
-        seen["stored"].append(_array(ptrs).astype(np.uint64)[active])
+        active = np.broadcast_to(as_array(mask).astype(bool), as_array(ptrs).shape)
+        seen["stored"].append(as_array(ptrs).astype(np.uint64)[active])
         return store(self, ptrs, value, mask, *rest, **options)
 
     with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", undefined), \
@@ -368,7 +368,7 @@ def expect_one_fused_kernel(fn, args, what: str) -> str:
         return run
 
     with contextlib.ExitStack() as stack:
-        for cls in _triton_launchers():
+        for cls in triton_launchers():
             stack.enter_context(mock.patch.object(cls, "run", counting(cls.__dict__["run"])))
         stack.enter_context(torch_ops)
         call_answer(fn, *args)

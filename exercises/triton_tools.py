@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from course_utils import env
-from exercises import _triton_launchers, exercise, expect, triton_checks
+from exercises import exercise, expect, triton_checks, triton_launchers
 from exercises.puzzle_checks import Puzzle, check_puzzle
 
 
@@ -62,7 +62,7 @@ def check_transpose(transpose_kernel, report) -> None:
     # the code without its comments: a tool named in a comment is not a tool used
     source = re.sub(r"#.*", "", triton_checks.kernel_source(transpose_kernel))
     # (not a kernel at all: check_puzzle says so)
-    is_kernel = isinstance(transpose_kernel, tuple(_triton_launchers()))
+    is_kernel = isinstance(transpose_kernel, tuple(triton_launchers()))
     expect(not is_kernel or not source or _TOOLS.search(source),
            "transpose_kernel addresses memory by pointer arithmetic: correct, perhaps, but this "
            "exercise is the tool of the section",

@@ -203,14 +203,6 @@ def test_the_circle_finder_finds_one():
 # --------------------------------------------------------------------------------------------
 
 KNOWN_PRIVATE_IMPORTS = {
-    ("exercises/attention_window.py", "exercises.attention"),
-    ("exercises/attention_backward.py", "exercises.attention"),
-    ("exercises/attention_varlen.py", "exercises.attention"),
-    ("exercises/attention_combine.py", "exercises.attention"),
-    ("exercises/puzzles.py", "exercises"), ("exercises/fusion.py", "exercises"),
-    ("exercises/triton_checks.py", "exercises"), ("exercises/puzzle_checks.py", "exercises"),
-    ("exercises/triton_tools.py", "exercises"),
-    ("exercises/hopper_backward.py", "exercises.triton_checks"),
     ("kernels/distributed/fsdp.py", "kernels.distributed.data_parallel"),
 }
 

@@ -14,6 +14,7 @@ lesson 15 compute exactly what the GPU does:
     ring_schedule(iterations, stages)  slot and parities of the full/empty mbarrier ring
     stages_that_fit(bm, bn)            how deep the ring can be in 227 KB of shared memory
     grouped_tile(t, ...), wave_tiles   the persistent grid's grouped tile order, and its L2 reuse
+    accumulator_home(t, i)             where a thread's accumulator register sits in the tile
 """
 
 from __future__ import annotations
@@ -290,3 +291,20 @@ def footprint_bytes(tiles, bm: int, bn: int, k: int, elem_bytes: int) -> int:
     a_rows = {m for m, _ in tiles}
     b_cols = {n for _, n in tiles}
     return (len(a_rows) * bm + len(b_cols) * bn) * k * elem_bytes
+
+
+WARPGROUP_THREADS = 128  # the 4 warps one wgmma is issued by
+
+
+def accumulator_home(t: int, i: int, row0: int = 0, col0: int = 0) -> tuple[int, int]:
+    """(row, column) of thread ``t``'s accumulator register ``i`` in a ``wgmma.m64nN`` fp32
+    tile whose top-left is (``row0``, ``col0``): warp ``t // 32`` holds rows 16w .. 16w + 15;
+    register ``i`` is pair ``j = i // 4`` of 8 columns, row half ``h = (i // 2) % 2`` (+8 rows)
+    and column ``e = i % 2`` within the pair, so lane l holds rows l // 4 (+8) and columns
+    2 (l % 4) + e of each 8-column group (the PTX ISA's "wgmma .m64nNk16 register fragment")."""
+    _check_int("t", t, 0, WARPGROUP_THREADS - 1)
+    _check_int("i", i, 0)
+    j, h, e = i // 4, (i // 2) % 2, i % 2
+    lane = t % 32
+    return row0 + 16 * (t // 32) + lane // 4 + 8 * h, col0 + 8 * j + 2 * (lane % 4) + e
+
