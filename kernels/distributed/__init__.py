@@ -5,8 +5,12 @@
 * :mod:`~kernels.distributed.collectives`: what each collective moves (the ring's factors,
   algorithm against bus bandwidth) and a sweep of their times from a few KiB up;
 * :mod:`~kernels.distributed.data_parallel`: data parallelism written by hand on lesson 12's
-  model (naive, bucketed and overlapped, ZeRO-1), each against one process and beside
-  ``DistributedDataParallel``;
+  model, as ``nn.Module`` wrappers that behave like ``DistributedDataParallel`` (naive,
+  overlapped per parameter, bucketed, and ZeRO-1's ``ShardedOptimizer``), each against one
+  process and beside DDP;
+* :mod:`~kernels.distributed.fsdp`: fully sharded data parallelism (ZeRO-3) by hand: fp32
+  shards, one all-gather per unit before its forward and again in its backward, gradients
+  reduce-scattered into the shards, an optional bf16 compute dtype; beside ``fully_shard``;
 * :mod:`~kernels.distributed.tensor_parallel`: a tensor-parallel matmul whose all-gather is
   pipelined with its chunks, beside the unfused sequence and PyTorch's
   ``fused_all_gather_matmul``;
