@@ -255,6 +255,10 @@ def hist_values(n: int, bins: int, kind: str, device: str) -> torch.Tensor:
         # the unflushed rest of local, and compute-sanitizer did not flag them on an H100)
         x[::97] = 1 << 30
         x[1::89] = -(1 << 30)
+        # and every boundary, whatever the draw: -1, 0, bins - 1 and bins itself (which a
+        # "v <= bins" counts into local[bins], one past the shared array at the full 1024)
+        for start, value in enumerate((-1, 0, bins - 1, bins)):
+            x[2 + start::53] = value
         return x
     return (skewed if kind == "skewed" else uniform)(n, bins, device)
 
