@@ -8,7 +8,8 @@ Triton's interpreter on CPU processes that share memory.
   the address of every peer's buffer and signal pad in its own address space.
   :func:`interpreted_all_reduce` (a rank's work, started by :func:`run`) then runs the kernels
   of :mod:`kernels.distributed.symmetric` in Triton's interpreter on those addresses: the same
-  loads of peer pointers, the same spinning compare-and-swap barriers between real processes.
+  loads of peer pointers, the same spinning compare-and-swap barriers between real processes;
+  :func:`run_cases` runs several methods and dtypes in one group of ranks.
 """
 
 from __future__ import annotations
@@ -198,12 +199,40 @@ def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "on
     """:func:`interpreted_all_reduce` on ``world_size`` CPU processes (gloo), with
     ``TRITON_INTERPRET=1`` in their environment (on any machine, a GPU one too). Each rank's
     list of rows, rank 0 first; a barrier that never completes ends as a WorkerError."""
-    saved = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"  # the spawned ranks inherit it, before Triton loads
-    try:
+    with _interpreter_in_children():
         return ranks.run(interpreted_all_reduce, world_size, numels, dtype, method, seed, 2,
                          max_blocks, late, kernels, in_place, device="cpu",
                          timeout_s=timeout_s)
+
+
+def interpreted_cases(cases: list[tuple[str, torch.dtype]], numels: list[int],
+                      seed: int = 0) -> list[list[dict]]:
+    """(A rank's work: start it with :func:`run_cases`.) :func:`interpreted_all_reduce` for each
+    ``(method, dtype)`` of ``cases`` in turn, in the same group of ranks."""
+    return [interpreted_all_reduce(numels, dtype, method, seed) for method, dtype in cases]
+
+
+def run_cases(numels: list[int], cases: list[tuple[str, torch.dtype]], world_size: int = 2,
+              seed: int = 0, timeout_s: float = 120.0
+              ) -> dict[tuple[str, torch.dtype], list[list[dict]]]:
+    """What :func:`run` returns for each ``(method, dtype)`` of ``cases``, the same rows, from
+    one group of ``world_size`` CPU processes for all of them: starting the ranks (a Python,
+    torch and Triton each, seconds) costs more than a small case. ``{case: each rank's rows,
+    rank 0 first}``, in the order of ``cases``."""
+    cases = list(cases)
+    with _interpreter_in_children():
+        per_rank = ranks.run(interpreted_cases, world_size, cases, numels, seed, device="cpu",
+                             timeout_s=timeout_s)
+    return {case: [rank[i] for rank in per_rank] for i, case in enumerate(cases)}
+
+
+@contextlib.contextmanager
+def _interpreter_in_children():
+    """``TRITON_INTERPRET=1`` while ranks start: they inherit it, before Triton loads."""
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
     finally:
         if saved is None:
             os.environ.pop("TRITON_INTERPRET", None)

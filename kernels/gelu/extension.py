@@ -47,9 +47,14 @@ def build_setup(fresh: bool = False) -> cuda_ext.Build:
 
 
 def build_inline(fresh: bool = False, verbose: bool = False) -> cuda_ext.Build:
-    """The same two source files through ``load_inline`` (:func:`course_utils.cuda_ext.build`)."""
+    """The same two source files through ``load_inline`` (:func:`course_utils.cuda_ext.build`).
+
+    As they are (``no_implicit_headers``): each includes what it needs, as ``setup.py`` compiles
+    them, where ``load_inline`` would put ``torch/types.h`` above ``gelu.cu`` (measured on 2 CPUs,
+    torch 2.14: 5,314 headers instead of 1,385, nvcc's CPU time 34 s instead of 19 s)."""
     return cuda_ext.build(INLINE_NAME, cpp_sources=[CPP_FILE.read_text()],
-                          cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose)
+                          cuda_sources=[CU_FILE.read_text()], fresh=fresh, verbose=verbose,
+                          no_implicit_headers=True)
 
 
 def library_path(result: cuda_ext.Build) -> Path:
