@@ -3,7 +3,7 @@ functions of the answer (offsets, parities, a whole block's loop run thread by t
 check reads the results from the initialiser of a ``__device__`` variable in the PTX. No GPU is
 needed, and an expression that is not a constant (an index past an array's end, a call to a
 non-constexpr intrinsic) is named in NVRTC's words (mma_matmul.smem, mma_matmul.swizzle_cuda,
-hopper_matmul.parity, hopper_matmul.promote use it).
+hopper_matmul.parity, hopper_measured.promote use it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exercise of lesson 16: the ping-pong's turns (hopper_attention.pingpong). The student writes
+"""Exercise of lesson 17: the ping-pong's turns (hopper_attention.pingpong). The student writes
 ``turn_wait`` and ``turn_pass``, the two named-barrier functions of
 ``kernels/attention/hopper/attention.cuh`` that make step 4's consumer warpgroups take turns at the
 tensor cores; the check splices them into the real kernel (the lines between attention.cuh's

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import env
+from course_utils import env, syllabus
 from exercises import CannotCheck, Mismatch, Report, Result, expect, needs, write_whole
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
@@ -66,7 +66,7 @@ CHILDREN = {
     "mma_matmul.swizzle_cuda": "exercises.mma_matmul_kernels:swizzle_child",
     "mma_matmul.triton_dot": "exercises.mma_matmul_triton:dot_child",
     "hopper_matmul.parity": "exercises.hopper_matmul_kernels:parity_child",
-    "hopper_matmul.promote": "exercises.hopper_matmul_kernels:promote_child",
+    "hopper_measured.promote": "exercises.hopper_measured_kernels:promote_child",
     "hopper_attention.pingpong": "exercises.hopper_attention_gpu:pingpong_child",
     "hopper_backward.dq_add": "exercises.hopper_backward_dq_add_gpu:dq_add_child",
     "rmsnorm.backward": "exercises.rmsnorm:backward_child",
@@ -153,7 +153,7 @@ def record(results: dict[str, Result]) -> None:
     (the other exercises' records are kept)."""
     data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
     stamp = env.environment()
-    entries = data.setdefault("exercises", {})
+    entries = {syllabus.topic_key(k): v for k, v in data.get("exercises", {}).items()}
     for id, result in results.items():
         # no timings: the harness runs many checks at once on the GPU, so a speed measured
         # there is not a quiet GPU's (`make bench` records those)
@@ -168,7 +168,9 @@ def recorded_lines(id: str) -> list[str]:
     """What the reference solution's check printed on a GPU, as recorded by
     :func:`record` (one line saying so where none is)."""
     data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
-    found = data.get("exercises", {}).get(id)
+    # recorded under the id of its time: an exercise that moved lesson keeps its GPU run
+    found = {syllabus.topic_key(k): v for k, v in data.get("exercises", {}).items()}.get(
+        syllabus.topic_key(id))
     if not found:
         where = RECORDED.relative_to(env.ROOT) if RECORDED.is_relative_to(env.ROOT) else RECORDED
         return ["no GPU run of the reference solution is recorded yet "

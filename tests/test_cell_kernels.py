@@ -4,7 +4,8 @@ from course_utils import cell_kernels
 
 
 def test_a_name_from_a_package_leads_to_the_child_that_defines_it():
-    sources = ["from kernels.model import COURSE, Transformer", "%%requires cuda\nTransformer(COURSE)"]
+    sources = ["from kernels.model import COURSE, Transformer",
+               "%%requires cuda\nTransformer(COURSE)"]
     files = cell_kernels.kernel_files(sources, 1)
     assert "kernels/model/__init__.py" in files
     assert {"kernels/model/config.py", "kernels/model/transformer.py"} <= files, sorted(files)

@@ -143,10 +143,10 @@ def test_the_sass_rules_name_each_way_of_writing():
 def test_no_cell_above_the_exercise_shows_the_epilogue():
     """The cells before the stub show attention_bwd_fused.cu up to the begin marker, never the
     lines after it: what they display holds none of the epilogue's code lines."""
-    from course_utils import diffs
+    from course_utils import diffs, syllabus
 
-    cells = json.loads((env.ROOT / "notebooks" / "17_attention_backward_and_fp8.ipynb")
-                       .read_text())["cells"]
+    notebook = syllabus.BY_SLUG["hopper_backward"].notebook  # named by the syllabus's number
+    cells = json.loads((env.ROOT / "notebooks" / notebook).read_text())["cells"]
     stub = next(i for i, c in enumerate(cells)
                 if c.get("metadata", {}).get("exercise") == {"id": ID, "role": "stub"})
     code_lines = [ln.strip() for ln in dq.shipped().splitlines()

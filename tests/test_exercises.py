@@ -35,11 +35,12 @@ def test_the_syllabus_lists_every_exercise_and_each_notebook_holds_its_own():
         assert [e.id for e in exercises.all_exercises(lesson.label)] == \
             [e.id for e in exercises.all_exercises(lesson.slug)]
     assert exercises.get("08.online_step").id == "attention.online_step"  # former ids still read
+    assert exercises.get("hopper_matmul.waves").id == "hopper_measured.waves"  # and moved ones
 
 
 def test_no_notebook_prints_an_answer_before_its_exercise():
     """A cell before an exercise must not print the course's own version of what the student
-    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 18 once
+    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 19 once
     printed ``one_shot_kernel`` two cells above exercise distributed.one_shot."""
     import json
     import re
@@ -123,7 +124,7 @@ def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
     """What a cell before an exercise's stub displays with ``show(...)`` (the cells above the
     statement and the exercise's own tool cells) must not hold the course's definition of a
     function the student writes: hopper_attention.pingpong's turn_wait and turn_pass sit in
-    attention.cuh, whose neighbours lesson 16 shows."""
+    attention.cuh, whose neighbours lesson 17 shows."""
     import json
     import re
 
@@ -148,7 +149,7 @@ def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
 
 
 def test_the_answer_on_screen_check_sees_attention_cuh():
-    """The check above would catch lesson 16 showing attention.cuh's turns before
+    """The check above would catch lesson 17 showing attention.cuh's turns before
     hopper_attention.pingpong."""
     cells = ["from kernels.attention.hopper import fwd\nfrom course_utils.diffs import show",
              'show(fwd.PRIMITIVES, "// ---- 1b. named barriers", "// ---- 6b.")']
@@ -158,7 +159,7 @@ def test_the_answer_on_screen_check_sees_attention_cuh():
 
 
 def test_the_answer_on_screen_check_sees_a_triton_kernel():
-    """... and lesson 17 showing quantize.py (its quantize_kernel) before
+    """... and lesson 18 showing quantize.py (its quantize_kernel) before
     hopper_backward.quantize."""
     cells = ["from kernels.scaled_attention import quantize\nfrom course_utils.diffs import show",
              "show(quantize.__file__)"]

@@ -1,4 +1,4 @@
-"""Lesson 18's FSDP by hand (kernels/distributed/fsdp.py) on 2 and 4 gloo CPU ranks: against
+"""Lesson 19's FSDP by hand (kernels/distributed/fsdp.py) on 2 and 4 gloo CPU ranks: against
 one process's training, beside torch's own ``fully_shard``, and what it keeps in memory.
 
 Each world size is one start of the ranks (:func:`_fsdp_checks` does every check in it): on 2
@@ -157,7 +157,8 @@ def _fsdp_checks() -> dict:
     found["toy_trained"] = wrapped.full_state_dict()
     found["toy_reference"] = reference.state_dict()
     model = fsdp.FSDP(Transformer(TINY, seed=0))
-    found["freed"] = _freed_between_forward_and_backward(model, *dp.rank_slice(*batch(16, 4, 16, 0)))
+    tokens, targets = dp.rank_slice(*batch(16, 4, 16, 0))
+    found["freed"] = _freed_between_forward_and_backward(model, tokens, targets)
     try:
         found["fully_shard"] = {"fp32": _fully_shard(STEPS, torch.float32),
                                 "bf16": _fully_shard(STEPS, torch.bfloat16)}

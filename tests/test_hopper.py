@@ -369,7 +369,7 @@ def test_ceiling_and_timeline_measure_on_a_gpu():
 
 
 def test_committed_h100_records_and_timelines_are_what_the_notebook_draws():
-    # notebook 15 shows these on a CPU: they must parse, and hold every step of the staircase
+    # notebook 16 shows these on a CPU: they must parse, and hold every step of the staircase
     environment, records = bench.recorded()
     assert "H100" in environment
     for size in bench.SIZES:

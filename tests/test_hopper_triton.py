@@ -1,7 +1,8 @@
-"""kernels/matmul/hopper/triton_tma.py: the Triton peer of lesson 15 (TMA descriptors, persistent
-grid, grouped tile order). It registers as a provider with its metadata, refuses in plain words
-what it cannot run, and matches a float64 reference at awkward shapes with poisoned outputs: on
-a CPU through Triton's interpreter (fp16, fp8), on a Hopper GPU in every variant."""
+"""kernels/matmul/hopper/triton_tma.py: the Triton peer of the Hopper matmul (lesson 16's staircase:
+TMA descriptors, persistent grid, grouped tile order). It registers as a provider with its metadata,
+refuses in plain words what it cannot run, and matches a float64 reference at awkward shapes with
+poisoned outputs: on a CPU through Triton's interpreter (fp16, fp8), on a Hopper GPU in every
+variant."""
 
 import pytest
 import torch

@@ -84,8 +84,8 @@ def title(key: str) -> str:
 @cache
 def staircases() -> dict[str, set[int]]:
     """The step numbers that exist, per lesson number: the tensor-core matmul's steps (and step
-    13, the full kernel its staircase ends with), the Hopper matmul's `wgmma.cu` steps, the
-    Hopper attention's forward steps."""
+    13, the full kernel its staircase ends with), the Hopper matmul's `wgmma.cu` steps (built in one
+    lesson, measured in the next), the Hopper attention's forward steps."""
     from kernels.attention.hopper import fwd
     from kernels.matmul import bench_steps, steps
     from kernels.matmul.hopper import wgmma
@@ -94,7 +94,7 @@ def staircases() -> dict[str, set[int]]:
         int(bench_steps.FULL_KERNEL.split("_")[0])}
     label = {slug: lesson.label for slug, lesson in syllabus.BY_SLUG.items()}
     return {label["mma_matmul"]: five, label["hopper_matmul"]: set(wgmma.STEPS),
-            label["hopper_attention"]: set(fwd.STEPS)}
+            label["hopper_measured"]: set(wgmma.STEPS), label["hopper_attention"]: set(fwd.STEPS)}
 
 
 # -- references -----------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ def test_the_reference_checker_finds_broken_references():
         "mma_matmul", "mma_variants", "hopper_matmul", "nvrtc_reference"))
     assert problems_in(f"As lesson {variants}, section 3 shows; see lessons {mma}, {variants} "
                        f"and {hopper} and lesson {ref}.", "t", "01") == []
-    broken = problems_in(f"See lesson 19, lesson {variants}'s section 9, section 12 of lesson "
+    broken = problems_in(f"See lesson 99, lesson {variants}'s section 9, section 12 of lesson "
                          f"{mma}, steps 4 to 7, and step 6 of lesson {hopper}.", "t", hopper)
     assert len(broken) == 5, broken
     assert problems_in("section 5b of hopper.cuh, which steps 8-row atoms", "t", hopper) == []

@@ -27,7 +27,7 @@ provider answers the same call; here the tensors are 3-D and the batch lives in 
 tensors, so no provider could take the other's arguments, and the eager reference would be a
 different function. :func:`varlen_attention` validates its own arguments (the cumulative
 lengths are read on the host once per call, to check them) and is checked against SDPA run on
-each sequence in turn. Lesson 16's Hopper forward takes the same arguments, validated by the same
+each sequence in turn. Lesson 17's Hopper forward takes the same arguments, validated by the same
 function, forward only: :func:`kernels.attention.hopper.fwd.varlen_attention`.
 """
 

@@ -26,8 +26,9 @@ own dtype; fp32 runs on the tensor cores as tf32 (10-bit mantissa), as ``torch.m
 (measured with Triton 3.8: it converts bf16 after loading, results off by orders of magnitude),
 so :func:`reason` refuses bf16 there.
 
-Lesson 15's Triton peer (``kernels/matmul/hopper/triton_tma.py``) is this kernel made Hopper's
-way: TMA descriptors instead of pointer arithmetic and masks, and a persistent grid.
+The Hopper matmul's Triton peer (``kernels/matmul/hopper/triton_tma.py``, lesson 16's staircase) is
+this kernel made Hopper's way: TMA descriptors instead of pointer arithmetic and masks, and a
+persistent grid.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def scaled_matmul_cublas(a, b, scale_a, scale_b) -> torch.Tensor:
     return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
 
 
-# lesson 15's Hopper kernel with scales in its epilogue
+# lesson 15's Hopper kernel with scales in its epilogue (lesson 16)
 from kernels.matmul.hopper import scaled  # noqa: E402, I001
 
 scaled.register_all()

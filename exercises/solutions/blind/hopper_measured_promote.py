@@ -1,12 +1,12 @@
-"""Wrong answers to exercise hopper_matmul.promote, written from its statement and stub alone (see
+"""Wrong answers to exercise hopper_measured.promote, written from its statement and stub alone (see
 :mod:`exercises.solutions.blind`)."""
 
 # ruff: noqa: E501
 
-ID = "hopper_matmul.promote"
+ID = "hopper_measured.promote"
 BLIND: dict[str, str] = {
         "half h ignored: always adds into d[0..63] (right for BN = 128 only)": r'''
-# ✏️ Exercise hopper_matmul.promote: edit this cell, run it, then run the check below
+# ✏️ Exercise hopper_measured.promote: edit this cell, run it, then run the check below
 PROMOTE = r"""
 // Add one K tile's product to the running sum, each value scaled.
 template <int BN>
@@ -23,7 +23,7 @@ __host__ __device__ constexpr void promote(float (&d)[BN / 2], const float (&par
 """
 ''',
         "row scale chosen by the register's parity (even: row_lo, odd: row_hi)": r'''
-# ✏️ Exercise hopper_matmul.promote: edit this cell, run it, then run the check below
+# ✏️ Exercise hopper_measured.promote: edit this cell, run it, then run the check below
 PROMOTE = r"""
 // Add one K tile's product to the running sum, each value scaled.
 template <int BN>
@@ -35,7 +35,7 @@ __host__ __device__ constexpr void promote(float (&d)[BN / 2], const float (&par
 """
 ''',
         "scale products computed per register (64 extra multiplies)": r'''
-# ✏️ Exercise hopper_matmul.promote: edit this cell, run it, then run the check below
+# ✏️ Exercise hopper_measured.promote: edit this cell, run it, then run the check below
 PROMOTE = r"""
 // Add one K tile's product to the running sum, each value scaled.
 template <int BN>
@@ -51,7 +51,7 @@ __host__ __device__ constexpr void promote(float (&d)[BN / 2], const float (&par
 """
 ''',
         "assigns instead of adding: each K tile overwrites the running sum": r'''
-# ✏️ Exercise hopper_matmul.promote: edit this cell, run it, then run the check below
+# ✏️ Exercise hopper_measured.promote: edit this cell, run it, then run the check below
 PROMOTE = r"""
 // Add one K tile's product to the running sum, each value scaled.
 template <int BN>

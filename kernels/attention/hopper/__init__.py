@@ -1,4 +1,4 @@
-"""Lesson 16's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
+"""Lesson 17's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
 
 * ``attention.cu``: the kernel, one template whose flags make the five steps;
 * ``attention.cuh``: what it adds to lesson 15's ``hopper.cuh`` (``wgmma`` with A in registers,

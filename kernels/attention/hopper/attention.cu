@@ -1,5 +1,5 @@
 // Attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V per (batch, head), in one
-// kernel template whose flags make the five steps of lesson 16. Read them in order; each adds
+// kernel template whose flags make the five steps of lesson 17. Read them in order; each adds
 // one idea of FlashAttention-3 (the last, of FlashAttention-4) to the one before.
 //
 //   step 1  a producer WARP (one thread issues every TMA copy: Q once, then K and V tiles into
@@ -28,7 +28,7 @@
 // an SM's 4 schedulers put 3 on one of them, so the launch bound gives ptxas 168 registers a
 // thread either way. setmaxnreg can move a producer warpgroup's registers to the consumers, but
 // ptxas allocates the consumers' code for the larger count only when that code is a loop with
-// nothing after it (lesson 15's block_scaled.cu met the same rule; the epilogue here follows the
+// nothing after it (lesson 16's block_scaled.cu met the same rule; the epilogue here follows the
 // loop). A trial that met the rule (a loop that runs once) gave the consumers 240 registers and
 // ran step 4 with 128-key tiles without spills: correct on the H100, and no faster than step 4
 // (git c39b7ae, docs/results/nvidia-h100-80gb-hbm3-attention-step5-trial-c39b7ae.log). A warp

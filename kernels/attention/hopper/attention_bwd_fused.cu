@@ -201,7 +201,7 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
         wgmma_commit();
         wgmma_wait<1>();  // dQ_partial is done (dK runs on into the next tile)
 
-        // dQ_partial / sqrt(D) added into the fp32 buffer (exercise hopper_backward.dq_add of lesson 17 is
+        // dQ_partial / sqrt(D) added into the fp32 buffer (exercise hopper_backward.dq_add of lesson 18 is
         // the code between the markers: the check splices a student's in its place)
         fence_registers(dq_acc);
         // ==== dq add: begin

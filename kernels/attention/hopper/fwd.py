@@ -1,4 +1,4 @@
-"""Lesson 16's Hopper forward: ``attention.cu``'s kernel as five steps, in bf16 and fp16.
+"""Lesson 17's Hopper forward: ``attention.cu``'s kernel as five steps, in bf16 and fp16.
 
 A *step* is one set of the kernel's template flags (consumer warpgroups, key tile, ring depth,
 the overlaps), the staircase of the lesson; the head dim (64 or 128) is a template argument too

@@ -1,5 +1,5 @@
-"""Lesson 15's measurements: each step of the Hopper matmul against the ``wgmma`` ceiling and
-cuBLAS, in one process.
+"""The measurements of the Hopper matmul (lessons 15 and 16): each step against the ``wgmma``
+ceiling and cuBLAS, in one process.
 
 * the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);
 * the staircase in bf16 at 4096³ and 8192³: lesson 08's ``mma.sync`` kernel (``mma.cu``; its
@@ -14,14 +14,15 @@ cuBLAS, in one process.
 * the pipeline's timeline per step (:mod:`~kernels.matmul.hopper.timeline`), saved for CPU
   students beside the results.
 
-``make bench`` calls :func:`run`; notebook 15 reads the records.
+``make bench`` calls :func:`run`; notebook 16 reads the records (and notebook 15 the ceilings),
+all under the key of the steps' lesson, ``hopper_matmul``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from course_utils import clocks, env, results, timing
+from course_utils import clocks, env, results, syllabus, timing
 from kernels.matmul.hopper import ceiling, timeline, triton_tma, wgmma
 
 LESSON = "hopper_matmul"
@@ -179,7 +180,7 @@ def capture_timelines(path=None, m: int = 4096, n: int = 4096, k: int = 4096):
 
 def run(quick: bool = False) -> list[results.Record]:
     if reason := wgmma.reason_here():
-        print(f"lesson 15 benchmark skipped: {reason}")
+        print(f"Hopper matmul benchmark skipped: {reason}")
         return []
     names = [n for n in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2") if n in wgmma.VARIANTS]
     found = {n: ceiling.wgmma_ceiling(n, repetitions=2 if quick else 5) for n in names}
@@ -225,9 +226,13 @@ def recorded(slug: str = RECORDED, lesson: str = LESSON) -> tuple[str, list[resu
         raise FileNotFoundError(f"no results for {slug} in {env.RESULTS_DIR}: make bench "
                                 "on that GPU writes them")
     data = json.loads(path.read_text())
-    environment = data.get("environments", {}).get(lesson, data["environment"])
+    key = syllabus.topic_key  # records written under a former key read as the current one
+    lesson = key(lesson)
+    environments = {key(k): v for k, v in data.get("environments", {}).items()}
+    environment = environments.get(lesson, data["environment"])
     line = " · ".join(f"{environment.get(k)}" for k in ("device", "torch", "date"))
-    found = [results.Record(**r) for r in data["records"] if r["lesson"] == lesson]
+    found = [results.Record(**{**r, "lesson": key(r["lesson"])}) for r in data["records"]
+             if key(r["lesson"]) == lesson]
     return f"{line} · git {environment.get('git')}", found
 
 

@@ -1,4 +1,4 @@
-"""Lesson 15's kernel at every size a student tries, called as a student calls it.
+"""Lesson 16: the Hopper kernel at every size a student tries, called as a student calls it.
 
 ``bench.py`` measures the staircase at 4096³ and 8192³, where every step has work for every SM.
 This benchmark asks the other question: the registered ``auto`` kernel (step 4's kernel with its
@@ -19,7 +19,8 @@ beside it, and ``torch._scaled_mm`` with the same block scales where this PyTorc
 Then the tile sweep: every candidate tile on a few shapes, beside
 cuBLAS, with the rule's choice marked; the measurements the rule's rates come from.
 
-``make bench`` records both under lesson key ``hopper_matmul.sizes``; notebook 15 draws them.
+``make bench`` records both under lesson key ``hopper_measured.sizes`` (``hopper_matmul.sizes``
+before lesson 15 was split in two: the syllabus reads it as the new key); notebook 16 draws them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from course_utils import results, timing
 from kernels.matmul.hopper import bench, ceiling, tiles, wgmma
 
-LESSON = "hopper_matmul.sizes"
+LESSON = "hopper_measured.sizes"
 SQUARES = (1024, 2048, 4096, 8192, 16384)
 PREFILL = ((8192, 14336, 4096), (8192, 4096, 14336))  # (M, N, K): up and down projections
 DECODE = ((16, 4096, 4096), (64, 4096, 4096), (16, 14336, 4096), (64, 14336, 4096))
@@ -174,7 +175,7 @@ def tile_sweep(v: wgmma.Variant, sweep=SWEEP) -> list[results.Record]:
 
 def run(quick: bool = False) -> list[results.Record]:
     if reason := wgmma.reason_here():
-        print(f"lesson 15 size sweep skipped: {reason}")
+        print(f"Hopper matmul size sweep skipped: {reason}")
         return []
     names = ("bf16",) if quick else ("bf16", "fp8_e4m3")
     ceilings = {n: ceiling.wgmma_ceiling(n, repetitions=2).tflops for n in names}
@@ -231,7 +232,7 @@ def verdicts(records: list[results.Record]) -> list[str]:
                 f"{name.removesuffix(' auto')} {where}, {mode}: ≥ {target:.2f}×",
                 f"{met} of {len(found)} shapes; lowest {found[worst]:.2f}× at {worst}",
                 met == len(found), "the peer measured in the same rounds; what limits the "
-                "misses is in notebook 15's sections on sizes and scales"))
+                "misses is in notebook 16's sections on sizes and scales"))
     return lines
 
 

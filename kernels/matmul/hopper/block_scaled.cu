@@ -46,7 +46,7 @@ constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this tra
 static_assert(sizeof(a_t) == 1, "block scales are an fp8 recipe: one K tile is one scale block");
 constexpr int SCALE_BLOCK = 128;  // values of K (and columns of B) per scale
 
-// ---- promote: begin (exercise hopper_matmul.promote has the student write this function) ----
+// ---- promote: begin (exercise hopper_measured.promote has the student write this function) ----
 // d[64 h + i] += part[i] x (A's scale of the register's row) x (B's scale of the block): half h
 // of the running sum takes the product of columns 128 h ... 128 h + 127. Thread t's registers
 // hold rows as in store_tile: register 4 j + e is row r for e = 0, 1 and row r + 8 for e = 2, 3.

@@ -5,7 +5,7 @@ elements), copied by TMA with ``CU_TENSOR_MAP_SWIZZLE_128B`` into 1024-byte-alig
 read by ``wgmma`` through 64-bit shared-memory matrix descriptors. Everything here follows the
 PTX ISA (``wgmma`` "Matrix Descriptor Format", ``cp.async.bulk.tensor`` swizzle modes,
 ``mbarrier.try_wait.parity``) and the kernel's own constants, so the figures and exercises of
-lesson 15 compute exactly what the GPU does:
+lessons 15 and 16 compute exactly what the GPU does:
 
     swizzle_128b(row, chunk)           where TMA stores 16-byte chunk ``chunk`` of a tile row
     smem_offset(row, byte)             byte offset of any byte of the tile, swizzle applied

@@ -1,4 +1,5 @@
-"""fp8 with scales on lesson 15's kernel: the op ``scaled_matmul`` (kernels/scaled_matmul).
+"""fp8 with scales on lesson 15's kernel (lesson 16): the op ``scaled_matmul``
+(kernels/scaled_matmul).
 
 ``torch._scaled_mm(a, b, scale_a, scale_b)`` computes ``(scale_a · a) @ (scale_b · b)`` with
 one scale per tensor, or one per row of ``a`` and one per column of ``b``. Both factor out of

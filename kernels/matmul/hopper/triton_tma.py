@@ -1,6 +1,6 @@
-"""Lesson 15's second peer: a Hopper matmul in Triton, written the way Triton's own tutorial
-(``09-persistent-matmul``) writes it, so that beside cuBLAS and the hand-written ``wgmma``
-kernels a student sees what a compiler makes of the same tile ideas.
+"""The Hopper matmul's second peer (lesson 16's staircase): a Hopper matmul in Triton, written the
+way Triton's own tutorial (``09-persistent-matmul``) writes it, so that beside cuBLAS and the
+hand-written ``wgmma`` kernels a student sees what a compiler makes of the same tile ideas.
 
 The three Hopper ideas, and why each one is here:
 
@@ -32,8 +32,8 @@ best. bf16 and fp16 accumulate in fp32 and return their own dtype; fp8 e4m3 accu
 fp32 and returns bf16, as ``torch._scaled_mm(a, b, 1, 1, out_dtype=torch.bfloat16)`` does.
 
 :func:`matmul` is the implementation; :func:`register` makes it the registry's provider
-``("matmul", "triton-tma", <variant>)``; lesson 15's benchmark (``bench.py``) measures it
-beside the wgmma steps and cuBLAS.
+``("matmul", "triton-tma", <variant>)``; the Hopper matmul's benchmark (``bench.py``, lesson 16)
+measures it beside the wgmma steps and cuBLAS.
 The registered kernels need a Hopper GPU (other GPUs have no ``wgmma``, older ones no TMA). On a
 CPU, Triton's interpreter (``TRITON_INTERPRET=1``) runs the same kernel through :func:`matmul`
 on fp16 and fp8 CPU tensors, slowly and with none of the hardware (a descriptor load becomes an
