@@ -151,6 +151,9 @@ def test_the_fragment_covers_the_warpgroup_s_tile_once_in_pairs(d, consumer):
                                   {"sq": 64, "m0": 0, "sk": 128},
                                   {"sq": 300, "m0": 256, "sk": 1000}])
 def test_dq_figure_draws_without_overlapping_labels(args):
+    from course_utils import plots
+
+    plots.apply_style()  # as in the notebook (bold titles are wider)
     fig = figures.dq_add_fragment(**args)
     try:
         assert len(fig.findobj(Text)) > 256  # a lane number in every cell of the zoom

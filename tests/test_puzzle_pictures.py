@@ -46,6 +46,14 @@ def _stored(image: np.ndarray) -> np.ndarray:
     return coloured.reshape(image.shape[:2])
 
 
+@pytest.fixture(autouse=True)
+def _no_figures_left_open():
+    """The tests count pyplot's open figures: start from none (another test file in this worker
+    may have left some)."""
+    plt.close("all")
+    yield
+
+
 @pytest.mark.parametrize(("id", "source", "missing"), [
     ("puzzles.add", WRONG["puzzles.add"]["half the lanes"], list(range(16, 32))),
     ("puzzles.add_blocks", WRONG["puzzles.add_blocks"]["mask one short"], [99]),

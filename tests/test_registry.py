@@ -111,8 +111,9 @@ def test_unknown_names_say_what_exists():
 
 
 def test_a_taken_key_says_who_took_it_and_how_to_free_it():
-    with pytest.raises(ValueError, match=r"gelu/eager is already registered \(by kernels.gelu\); "
-                                         r"unregister it first \(kernels.unregister\('gelu', "
+    with pytest.raises(ValueError, match=r"gelu/eager is already registered \(by "
+                                         r"kernels.gelu.op\); unregister it first "
+                                         r"\(kernels.unregister\('gelu', "
                                          r"'eager'\)\)"):
         kernels.register("gelu", "eager", fn=lambda x: x)
 

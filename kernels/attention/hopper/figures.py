@@ -365,7 +365,8 @@ def _dq_tile(ax, d: int, sq: int, m0: int, dq_col0: int, thread: int) -> None:
             _box(ax, col - dq_col0, row - m0, 2, 1, None, face=THREAD_COLOR, lw=0.4)
     for j in range(8):
         ax.text(8 * j + 4, -0.6, f"j={j}", ha="center", va="bottom", fontsize=7)
-    ax.set_title(f"a warpgroup's 64 x 64 dq_acc: rows m0 + 0..63 (m0 = {m0}), columns "
+    # (three lines, not two: in the course's bold title style two lines ran into the next panel)
+    ax.set_title(f"a warpgroup's 64 x 64 dq_acc: rows m0 + 0..63 (m0 = {m0}),\ncolumns "
                  f"dq_col0 + 0..63 (dq_col0 = {dq_col0})\nred: thread {thread}'s 16 pairs, one "
                  "red_add2 each", fontsize=9)
     ax.set_xlim(-9, n + 0.5)
@@ -395,7 +396,7 @@ def _dq_zoom(ax, d: int, m0: int, dq_col0: int, thread: int) -> None:
         ax.text(8 * j + 4, -0.3, f"j = {j}: columns dq_col0 + {8 * j}..{8 * j + 7}",
                 ha="center", va="bottom", fontsize=7)
     ax.set_title(f"warp {warp} (threads {32 * warp}-{32 * warp + 31}): number = lane\n"
-                 "row 16 (t / 32) + lane / 4 + 8h, column 8j + 2 (lane % 4) + e", fontsize=9)
+                 "row 16 (t / 32) + lane / 4 + 8h,\ncolumn 8j + 2 (lane % 4) + e", fontsize=9)
     ax.set_xlim(-0.2, 16.2)
     ax.set_ylim(16.2, -1.6)
     ax.set_aspect("equal")
