@@ -1,6 +1,6 @@
 """Rewrite notebooks' import lines from the old layout to the layered one (issue 15).
 
-    python -m course.migrate_imports notebooks/15_hopper_matmul.ipynb ...   # default: every one
+    python -m course.migrate_imports notebooks/16_hopper_matmul.ipynb ...   # default: every one
 
 ``course_utils.exercises`` became the top-level ``exercises`` package, and the commands that need
 the kernels moved from ``python -m course_utils`` to ``python -m course``. A branch written

@@ -90,16 +90,16 @@ PATHS = {
           ("attention", ("1 ·", "2 ·", "Exercises in class: `attention.online_step`",
                          "3 · FlashAttention", "Exercises in class: `attention.attend_block`"))))),
     "term": CoursePath(
-        "A 10-week term", "two 75-minute sessions a week: the core path, then every track "
-        "(the at-home sections of lesson 09 get a session of their own)", 75, 20 * 75,
+        "A 10-week term", "two 75-minute sessions a week: the core path, then every track",
+        75, 20 * 75,
         ((("profiling", WHOLE),), (("fusion", WHOLE),),
          (("puzzles", ("1–4", "5–7", "8–9")),), (("first_kernels", WHOLE),),
          (("cuda_gelu", WHOLE),), (("nvrtc", WHOLE),),
          (("puzzles", ("10–12", "13 ·")), ("nvrtc_reference", WHOLE)),
          (("mma_matmul", WHOLE),), (("mma_variants", WHOLE),), (("attention", WHOLE),),
-         (("attention", ("3 · A sliding window", "3 · Decoding", "Exercises at home")),),
          (("rmsnorm", WHOLE),), (("byok", WHOLE),), (("model", WHOLE),),
-         (("triton_tools", WHOLE),), (("hopper_matmul", WHOLE),), (("hopper_measured", WHOLE),),
+         (("triton_tools", WHOLE),), (("attention_variants", WHOLE),),
+         (("hopper_matmul", WHOLE),), (("hopper_measured", WHOLE),),
          (("hopper_attention", WHOLE),), (("hopper_backward", WHOLE),),
          (("distributed", WHOLE),))),
 }

@@ -7,7 +7,7 @@ time a cold build on purpose, which build in a private directory):
 1. the CUDA extensions (the GeLU extension via ``setup.py`` and ``load_inline``, the add op via
    ``load_inline``): the notebooks then only import them;
 2. every NVRTC kernel of ``kernels/`` with its example values, for this GPU (or sm_90), into
-   ``var/nvrtc_cache/``, and the tensor-core programs lessons 07, 08, 15 and 16 compile (lesson
+   ``var/nvrtc_cache/``, and the tensor-core programs lessons 07, 08, 16 and 17 compile (lesson
    08's census for several architectures among them);
 3. on a GPU, one call of every registered kernel on a small input of each dtype it supports,
    and of every GeLU provider at the size lessons 02 and 05 time them, which fills Triton's and
@@ -66,10 +66,10 @@ def _nvrtc(sources: list | None = None) -> str:
 
 
 def _tensor_core_kernels() -> str:
-    """Lessons 07, 08 and 15-18 compile one program per variant and configuration: every mma.sync
+    """Lessons 07, 08 and 16-19 compile one program per variant and configuration: every mma.sync
     variant at its default tiles, what lessons 07 and 08's cells compile (the steps' census;
     mma.cu's census, measured variants, profiled tiles), every Hopper step, ceiling and timeline
-    build (sm_90a, lessons 15 and 16), lesson 17's Hopper attention steps and lesson 18's
+    build (sm_90a, lessons 16 and 17), lesson 18's Hopper attention steps and lesson 19's
     backward."""
     from kernels.attention.hopper import bwd, fwd
     from kernels.matmul import bench_mma, mma

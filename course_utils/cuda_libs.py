@@ -153,7 +153,7 @@ def driver_library() -> ctypes.CDLL:
 
 # cuLaunchKernelEx's arguments (cuda.h): a launch shape with a list of attributes. The course
 # uses one attribute, the cluster dimension: blocks that run together on one GPC and share
-# their shared memory (lesson 15's step 5). Declaring it at launch, not with __cluster_dims__ in
+# their shared memory (lesson 16's step 5). Declaring it at launch, not with __cluster_dims__ in
 # the kernel, keeps kernels that are not launched in clusters on the plain, quicker launch path.
 LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 

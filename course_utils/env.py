@@ -373,7 +373,7 @@ def _need_hopper() -> str | None:
 
 
 def _need_gpus(count: int):
-    # one process per GPU (lesson 19): NCCL between ranks needs a GPU each
+    # one process per GPU (lesson 20): NCCL between ranks needs a GPU each
     def check() -> str | None:
         if reason := _need_cuda():
             return reason

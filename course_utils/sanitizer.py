@@ -23,7 +23,7 @@ from course_utils import env
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # Set in the workload's environment: a kernel under the sanitizer runs one to three orders of
 # magnitude slower (racecheck checks every shared-memory access), so a kernel that guards its
-# waits with a time limit (lesson 15's mbarrier waits trap after ~2 s) widens the limit.
+# waits with a time limit (lesson 16's mbarrier waits trap after ~2 s) widens the limit.
 VARIABLE = "COURSE_UNDER_SANITIZER"
 # "ERROR SUMMARY: 2 errors" (memcheck, initcheck, synccheck) and
 # "RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)" (racecheck)

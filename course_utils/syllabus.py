@@ -101,8 +101,7 @@ LESSONS: tuple[Lesson, ...] = (
            needs="running and timing the variants"),
     Lesson("attention", "attention", "Attention: from three kernels to FlashAttention in Triton",
            CORE, 56, ("fusion", "puzzles", "mma_matmul"),
-           ("online_step", "attend_block", "key_range", "backward_dkdv", "window_range",
-            "varlen_locate", "combine_splits"),
+           ("online_step", "attend_block", "key_range", "backward_dkdv"),
            needs="GPU timings, profiles and peak memory"),
     Lesson("rmsnorm", "rmsnorm", "A fused RMSNorm, forward and backward", CORE, 60,
            ("fusion", "puzzles"), ("backward",),
@@ -117,6 +116,10 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("triton_tools", "triton_tools", "Triton's everyday tools", "triton", 61,
            ("puzzles",), ("transpose",),
            kind="lab", needs="the measurements and the generated Triton code"),
+    Lesson("attention_variants", "attention_variants",
+           "Attention variants: a sliding window, decoding, packed sequences", "triton", 55,
+           ("attention",), ("window_range", "combine_splits", "varlen_locate"),
+           kind="lab", needs="the bench's records (every kernel here runs in the interpreter)"),
     Lesson("nvrtc_reference", "nvrtc_reference",
            "NVRTC reference: headers, half operators, template names", "reference", 30,
            ("nvrtc",), ("libcu", "generic"),
@@ -174,7 +177,9 @@ FORMER: dict[str, Former] = {
                              "hopper_matmul.sizes": "hopper_measured.sizes"}),
     "attention": Former("08", "08_attention",
                         {"08_attention": "attention",
-                         "08_attention_variants": "attention.variants"}),
+                         "08_attention_variants": "attention_variants",
+                         # the variants' section became a lesson of its own
+                         "attention.variants": "attention_variants"}),
     "byok": Former("09", "09_bring_your_own_kernel",
                    {"06_bring_your_own_kernel": "byok", "04_nvrtc_launch": "byok.launch"}),
     "model": Former("10", "10_kernels_in_a_model", {"10_kernels_in_a_model": "model"}),
@@ -197,7 +202,10 @@ FORMER: dict[str, Former] = {
 #: Exercises that moved to another lesson when theirs was split: former id -> id. A student's
 #: notebook saved before the split still checks with the id it holds.
 MOVED_EXERCISES: dict[str, str] = {
-    f"hopper_matmul.{name}": f"hopper_measured.{name}" for name in ("stages", "waves", "promote")}
+    **{f"hopper_matmul.{name}": f"hopper_measured.{name}"
+       for name in ("stages", "waves", "promote")},
+    **{f"attention.{name}": f"attention_variants.{name}"
+       for name in ("window_range", "combine_splits", "varlen_locate")}}
 
 _OLD_PREFIX = {f.prefix: slug for slug, f in FORMER.items()}
 _OLD_STEM = {f.stem: slug for slug, f in FORMER.items()}

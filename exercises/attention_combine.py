@@ -1,4 +1,5 @@
-"""Exercise attention.combine_splits of lesson 09: the merge of split-KV decoding's partial results
+"""Exercise attention_variants.combine_splits of lesson 14: the merge of split-KV decoding's
+partial results
 (``combine_splits`` of ``kernels/attention/triton_decode.py``), a ``@triton.jit`` function that
 ``combine_kernel`` calls once per query row.
 
@@ -196,7 +197,7 @@ def _check_forward(combine_splits, device: str, dtypes) -> int:
     return len(FORWARD)
 
 
-@exercise("attention.combine_splits", title="Merge the splits of a decoding step",
+@exercise("attention_variants.combine_splits", title="Merge the splits of a decoding step",
           stub=COMBINE_STUB, answers=("combine_splits",), section=SECTION_COMBINE, isolated=True,
           intro="""
 Write `combine_splits` of `triton_decode.py`, what `combine_kernel` does for one query row:

@@ -1,4 +1,5 @@
-"""Exercise attention.varlen_locate of lesson 09: where a program of the packed (varlen) forward
+"""Exercise attention_variants.varlen_locate of lesson 14: where a program of the packed (varlen)
+forward
 finds its data, ``locate`` of ``kernels/attention/varlen.py``: its sequence's first row and length
 in ``q`` and in ``k``/``v`` (from the cumulative lengths ``cu_seqlens``), nothing to do past the
 sequence's end, and the K/V head its query head reads (grouped-query attention).
@@ -224,7 +225,8 @@ def _check_forward(locate, device: str, dtypes) -> int:
     return len(FORWARD)
 
 
-@exercise("attention.varlen_locate", title="Where a packed sequence's rows and K/V head are",
+@exercise("attention_variants.varlen_locate",
+          title="Where a packed sequence's rows and K/V head are",
           stub=LOCATE_STUB, answers=("locate",), section=SECTION_VARLEN, intro="""
 Write `locate` of `varlen.py`, the lines that make lesson 09's forward a varlen one: from the
 cumulative lengths `cu_q = [0, n₀, n₀+n₁, …]` and `cu_k` (their own: a sequence may have more

@@ -1,4 +1,5 @@
-"""Exercise attention.window_range of lesson 09: the key blocks a sliding window lets a program skip
+"""Exercise attention_variants.window_range of lesson 14: the key blocks a sliding window lets a
+program skip
 (``window_range`` of ``kernels/attention/triton_fwd.py``), a ``@triton.jit`` function run inside
 fresh copies of the course's forward.
 
@@ -144,7 +145,8 @@ def _check_forward(forward, device: str, dtypes) -> int:
     return len(_window_cases("cpu", torch.float32))
 
 
-@exercise("attention.window_range", title="The key blocks a sliding window skips", stub=WINDOW_STUB,
+@exercise("attention_variants.window_range", title="The key blocks a sliding window skips",
+          stub=WINDOW_STUB,
           answers=("window_range",), section=SECTION_WINDOW, isolated=True, intro="""
 Write `window_range` of `triton_fwd.py`: for the queries `[q_start, q_start + BLOCK_M)` under a
 window of `window` keys (query i sees key j when `i − window < j <= i`), `start` is the first key

@@ -1,4 +1,4 @@
-"""Exercise distributed.halves of lesson 19: an all-reduce built from its two halves (the
+"""Exercise distributed.halves of lesson 20: an all-reduce built from its two halves (the
 pipelined matmul is :mod:`exercises.distributed_pipeline`, the one-shot kernel
 :mod:`exercises.distributed_one_shot`).
 

@@ -1,4 +1,4 @@
-"""Exercise distributed.pipeline of lesson 19.
+"""Exercise distributed.pipeline of lesson 20.
 
 The loop of :func:`kernels.distributed.tensor_parallel.pipelined` that
   waits for each chunk of the all-gather and multiplies its peer rows into the right rows of

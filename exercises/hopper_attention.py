@@ -1,4 +1,4 @@
-"""Exercise of lesson 17: the ping-pong's turns (hopper_attention.pingpong). The student writes
+"""Exercise of lesson 18: the ping-pong's turns (hopper_attention.pingpong). The student writes
 ``turn_wait`` and ``turn_pass``, the two named-barrier functions of
 ``kernels/attention/hopper/attention.cuh`` that make step 4's consumer warpgroups take turns at the
 tensor cores; the check splices them into the real kernel (the lines between attention.cuh's
@@ -57,7 +57,7 @@ def program(code: str) -> str:
     """attention.cu with attention.cuh inlined where it is included, the student's ``code`` in
     place of the lines between the turns markers. ``#line`` directives keep compiler messages
     pointing into the two files, and into "your code" for the student's lines; the digest of
-    lesson 15's hopper.cuh rides along, so NVRTC's cache key changes when it does."""
+    lesson 16's hopper.cuh rides along, so NVRTC's cache key changes when it does."""
     from kernels.attention.hopper import fwd
     from kernels.matmul.hopper import wgmma
 

@@ -1,4 +1,4 @@
-"""Exercise hopper_backward.quantize of lesson 18: the per-block fp8 quantiser, ``quantize_kernel``
+"""Exercise hopper_backward.quantize of lesson 19: the per-block fp8 quantiser, ``quantize_kernel``
 of ``kernels/scaled_attention/quantize.py``, a whole ``@triton.jit`` kernel with the module's
 signature.
 

@@ -1,4 +1,4 @@
-"""Exercise hopper_backward.dq_add of lesson 18: the epilogue of the Hopper backward's version 2
+"""Exercise hopper_backward.dq_add of lesson 19: the epilogue of the Hopper backward's version 2
 (``kernels/attention/hopper/attention_bwd_fused.cu``), where each warpgroup adds its
 dQ_partial, a 64 x 64 fp32 wgmma accumulator (``dq_acc[32]`` a thread), scaled by 1/sqrt(D),
 into the fp32 buffer ``dq_sum`` (B, H, Sq, D) with ``red_add2`` (``red.global.add.v2.f32``),

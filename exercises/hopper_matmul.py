@@ -1,9 +1,9 @@
-"""Exercises of lesson 15: the Hopper matmul, around the kernels. A wgmma shared-memory
+"""Exercises of lesson 16: the Hopper matmul, around the kernels. A wgmma shared-memory
 descriptor, and the grouped tile order of a persistent grid with its L2 footprint, checked on
 the CPU against kernels/matmul/hopper/layout.py (the model of what wgmma.cu computes) on inputs
 drawn fresh each run. The kernel the student writes (the parity wait) is in
 :mod:`exercises.hopper_matmul_kernels`; the exercises on the measured kernel (the ring's depth,
-the tile for a size, the block-scaled promotion) are lesson 16's, :mod:`exercises.hopper_measured`.
+the tile for a size, the block-scaled promotion) are lesson 17's, :mod:`exercises.hopper_measured`.
 Each sits at the end of the notebook section of its idea."""
 
 from __future__ import annotations

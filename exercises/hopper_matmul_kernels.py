@@ -1,9 +1,9 @@
-"""Exercise of lesson 15: the kernel the student writes, in CUDA for sm_90a, spliced into the
+"""Exercise of lesson 16: the kernel the student writes, in CUDA for sm_90a, spliced into the
 lesson's own kernels: the parity wait of a two-slot TMA/mbarrier ring added to step 1
 (``exercises/cuda/ring2.cu``). It is checked by :mod:`exercises.kernel_checks`: compiled,
 evaluated where NVRTC can evaluate it and read in SASS on any machine; run on a Hopper GPU in a
 child process (:func:`parity_child`). :func:`run_on_hopper` and :func:`hopper_reason` serve
-lesson 16's kernel exercise too (:mod:`exercises.hopper_measured_kernels`). The other exercises
+lesson 17's kernel exercise too (:mod:`exercises.hopper_measured_kernels`). The other exercises
 of the lesson are in :mod:`exercises.hopper_matmul`; each sits at the end of the notebook
 section of its idea (``section=``)."""
 

@@ -1,9 +1,9 @@
-"""Exercises of lesson 16: the Hopper matmul measured. How deep the ring can be and what latency
+"""Exercises of lesson 17: the Hopper matmul measured. How deep the ring can be and what latency
 it hides, and the tile chosen by wave quantisation, checked on the CPU against
 kernels/matmul/hopper/layout.py (the model of what wgmma.cu computes) and tiles.py on inputs
 drawn fresh each run. The kernel the student writes (the promotion of block-scaled fp8) is in
 :mod:`exercises.hopper_measured_kernels`. Each sits at the end of the notebook section of its
-idea. (Until lesson 15 was split in two these were hopper_matmul.stages and .waves; the syllabus
+idea. (Until lesson 16 was split in two these were hopper_matmul.stages and .waves; the syllabus
 translates those ids.)"""
 
 from __future__ import annotations

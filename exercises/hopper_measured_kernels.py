@@ -1,10 +1,10 @@
-"""Exercise of lesson 16: the kernel the student writes, in CUDA for sm_90a, spliced into the
+"""Exercise of lesson 17: the kernel the student writes, in CUDA for sm_90a, spliced into the
 lesson's own block-scaled fp8 kernel: the promotion of each K tile's product, scaled and added
 to the running sum (``kernels/matmul/hopper/block_scaled.cu``). It is checked by
 :mod:`exercises.kernel_checks`: evaluated by NVRTC at compile time and read in SASS on any
 machine; run on a Hopper GPU in a child process (:func:`promote_child`). The other exercises of
 the lesson are in :mod:`exercises.hopper_measured`; each sits at the end of the notebook section
-of its idea (``section=``). (Until lesson 15 was split in two this was hopper_matmul.promote;
+of its idea (``section=``). (Until lesson 16 was split in two this was hopper_matmul.promote;
 the syllabus translates that id.)"""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (nvrtc.divergence: the student's thread-to-element map, evaluated by NVRTC at compile time, spliced
 into ``exercises/cuda/even_odd.cu``; run in a child process on a GPU). The traps' exercises (a
 kernel generic over dtype under PyTorch's flags, libcu++) moved with their sections to lesson
-14 (:mod:`exercises.nvrtc_reference`)."""
+15 (:mod:`exercises.nvrtc_reference`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exercises of lesson 14, the NVRTC reference: a kernel generic over dtype under PyTorch's
+"""Exercises of lesson 15, the NVRTC reference: a kernel generic over dtype under PyTorch's
 flags, host headers replaced by libcu++. Before the split of issue 24 they closed sections 6 and 7
 of lesson 06 as 04.libcu and 04.generic."""
 

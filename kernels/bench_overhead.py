@@ -16,7 +16,7 @@ where the kernel is short, and prints the time each layer adds:
   configuration lookup, output allocation, the launch;
 * the registry call, ``kernels.get_kernel(...)(a, b)``: validation and ``supports()`` once
   per distinct problem, then the function;
-* on a Hopper GPU, lesson 15's ``wgmma`` kernel in bf16 and fp8 (peers ``torch.mm`` and
+* on a Hopper GPU, lesson 16's ``wgmma`` kernel in bf16 and fp8 (peers ``torch.mm`` and
   ``torch._scaled_mm``): ``wgmma.launch`` encodes the TMA descriptors and packs every argument
   on each call; the registered call prepares them once per problem (``Kernel.prepare``) and
   then puts the fresh output's address in and launches; a CUDA graph replays a captured call

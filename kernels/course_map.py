@@ -5,7 +5,7 @@
   compute ceilings the records hold. Memory-bound kernels (GeLU, softmax) sit at a few FLOP per
   byte, left of the ridge; the matmuls at thousands, right of it.
 * :func:`staircase`: bf16 matmul at 4096³, from one thread per output (lesson 07, step 1) to
-  the warp-specialised ``wgmma`` kernel (lesson 15, step 4), values on the bars, cuBLAS dashed.
+  the warp-specialised ``wgmma`` kernel (lesson 16, step 4), values on the bars, cuBLAS dashed.
 
     recorded = claims.load()            # docs/results/nvidia-h100-80gb-hbm3.json
     course_map.roofline(recorded); course_map.staircase(recorded)
@@ -137,7 +137,7 @@ def points(recorded: Recorded, lessons: tuple[str, ...] | None = None) -> list[P
     """Every kernel of ``lessons`` (all by default) that ``recorded`` holds, one point each:
     GeLU at float32 2^28, softmax at its longest recorded rows below 16K columns, each with its
     peer; lesson 01's matmuls at their largest n; lesson 08's bf16/tf32 kernels (mma.cu) at
-    8192³; lesson 11's best FP64 GEMMs and torch.mm; lesson 15's first and last steps at 8192³
+    8192³; lesson 11's best FP64 GEMMs and torch.mm; lesson 16's first and last steps at 8192³
     and cuBLAS; lesson 07's first steps at 4096³ where recorded."""
     want = set(lessons or WHERE)
     found: list[Point] = []
@@ -300,7 +300,7 @@ def roofline(recorded: Recorded, lessons: tuple[str, ...] | None = None, title: 
 def stairs(recorded: Recorded, size: int = bench_steps.SIZE) -> list[tuple[str, float, float]]:
     """``(label, TFLOP/s, fraction of cuBLAS of the same run)`` for every stair the records
     hold at ``size``³ bf16, in the order of the climb: lesson 07's steps, lesson 08's kernel
-    (mma.cu), then lesson 15's steps (its own run's mma.sync kernel stands for mma.cu's where it
+    (mma.cu), then lesson 16's steps (its own run's mma.sync kernel stands for mma.cu's where it
     has one)."""
     found = []
     for r in recorded.of(bench_steps.LESSON):
@@ -336,7 +336,7 @@ _STAIR_WORDS = {f"{_STEPS} 1 naive": "one thread per output",
 
 def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     """Bars from the naive matmul to the best Hopper kernel (bf16, ``size``³), each with its
-    TFLOP/s and its fraction of cuBLAS measured in the same run; cuBLAS of lesson 15's run
+    TFLOP/s and its fraction of cuBLAS measured in the same run; cuBLAS of lesson 16's run
     dashed. Log scale once the naive steps are in: the climb spans three orders of magnitude."""
     found = stairs(recorded, size)
     if not found:
@@ -360,7 +360,7 @@ def staircase(recorded: Recorded, size: int = bench_steps.SIZE):
     ax.set_xlim(min(values) / 2, top * 6)  # room for the values right of the longest bars
     if peers:
         ax.axvline(peers[0], color="black", linestyle="--", linewidth=1)
-        ax.text(peers[0], -0.8, f" cuBLAS (lesson 15's run): {peers[0]:,.0f}", fontsize=8,
+        ax.text(peers[0], -0.8, f" cuBLAS (lesson 16's run): {peers[0]:,.0f}", fontsize=8,
                 va="bottom")
     for y, (_, v, f) in enumerate(found):
         ax.text(v * 1.08, y, f"{v:,.3g}  ({f:.2g}× cuBLAS)", va="center", fontsize=8)

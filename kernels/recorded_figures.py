@@ -3,7 +3,7 @@
 A student without a GPU runs lesson 01's sweep and lesson 02's bandwidth cells on a CPU and
 sees CPU numbers. These functions draw the same figures from what ``make bench`` recorded on a
 GPU (``docs/results/<device>.json``), labelled with that run's environment, on any machine (no
-CUDA, no GPU: matplotlib and the JSON), as lesson 16 draws its staircase::
+CUDA, no GPU: matplotlib and the JSON), as lesson 17 draws its staircase::
 
     recorded = claims.with_lesson(SWEEP_LESSON)        # the H100's records, else another GPU's
     fig = recorded_figures.sweep(recorded)             # lesson 01: TFLOP/s vs n, datasheet peaks

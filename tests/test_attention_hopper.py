@@ -1,6 +1,6 @@
-"""Lesson 17's Hopper attention forward: every step compiles for sm_90a to what the lesson says
+"""Lesson 18's Hopper attention forward: every step compiles for sm_90a to what the lesson says
 (the SASS census: wgmma, TMA, mbarriers, no spills), refuses what it cannot run in plain words,
-its timeline decodes with the kinds it adds to lesson 16's; on an H100 it matches the reference
+its timeline decodes with the kinds it adds to lesson 17's; on an H100 it matches the reference
 on the registry's cases and on long sequences, with no NaN."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Lessons 17 and 18's figures (kernels/attention/hopper/figures.py): they draw without
+"""Lessons 18 and 19's figures (kernels/attention/hopper/figures.py): they draw without
 overlapping labels, the ping-pong's barriers are the kernel's (read from attention.cuh, called in
 attention.cu's order) and behave as the exercise's check says each protocol does, and the dQ
 figure places what the exercise's fragment layout says."""

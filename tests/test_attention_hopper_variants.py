@@ -1,4 +1,4 @@
-"""The variants in lesson 17's Hopper forward: grouped-query attention, a sliding window and
+"""The variants in lesson 18's Hopper forward: grouped-query attention, a sliding window and
 variable-length sequences, runtime arguments of ``attention.cu``'s one kernel. On a CPU: every
 step still compiles for sm_90a with nothing spilled, the only global loads being the four
 cumulative lengths a varlen block reads; the registry takes the variants forward only and says

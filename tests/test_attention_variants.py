@@ -126,7 +126,7 @@ def test_providers_without_a_variant_refuse_it_in_words():
     gqa = "one K/V head per query head (no grouped-query attention); got q with 4 heads, k with 2"
     assert naive.reason(q, k, v) == gqa
     assert hopper_bwd.reason(q, k, v).startswith(f"the Hopper backward takes {gqa} (")
-    assert "grouped" not in (hopper.reason(q, k, v) or "")  # lesson 17's forward takes it
+    assert "grouped" not in (hopper.reason(q, k, v) or "")  # lesson 18's forward takes it
     assert sdpa.reason("efficient", q, k, v) == f"the efficient backend takes {gqa}"
     assert sdpa.reason("flash", q, k, v) is None and sdpa.reason("cudnn", q, k, v) is None
     q, k, v = _problem(1, 2, 2, 16, 16, 64, torch.float16)

@@ -6,18 +6,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from course_utils import claims, env, results  # noqa: E402
+from course_utils import claims, env, results, syllabus  # noqa: E402
 from course_utils.results import Record  # noqa: E402
 from kernels import course_map  # noqa: E402
 from kernels import recorded_figures as rf  # noqa: E402
 from kernels.matmul import bench_steps  # noqa: E402
+
+HOPPER_LESSON = syllabus.BY_SLUG["hopper_matmul"].label  # the staircase's last lesson
 
 HOPPER = "07_hopper_matmul"
 
 
 @pytest.fixture
 def full_dir(tmp_path):
-    """A device with every stair: lesson 07's steps and lesson 15's, each beside cuBLAS."""
+    """A device with every stair: lesson 07's steps and lesson 16's, each beside cuBLAS."""
     steps = [("1_naive", 0.5), ("2_smem_tiled", 19.3), ("3_mma_simple", 55.1),
              (bench_steps.FULL_KERNEL, 421.0)]
     results.save(bench_steps.LESSON, [
@@ -38,14 +40,15 @@ def test_the_staircase_climbs_from_the_naive_step_to_wgmma(full_dir):
     stairs = course_map.stairs(full_dir)
     assert [label for label, _, _ in stairs] == [
         "07 1 naive", "07 2 smem_tiled", "07 3 mma_simple", "08 mma.cu",
-        "15 step1", "15 step2", "15 step3", "15 step4"]
-    assert stairs[3][1] == 353.0  # lesson 15's own run of the mma.sync kernel
+        *(f"{HOPPER_LESSON} step{n}" for n in (1, 2, 3, 4))]
+    assert stairs[3][1] == 353.0  # lesson 16's own run of the mma.sync kernel
     assert stairs[-1][2] == pytest.approx(635 / 730)
     fig = course_map.staircase(full_dir)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"  # three orders of magnitude
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[0] == "07 1 naive: one thread per output" and labels[-1].startswith("15 step4")
+    assert labels[0] == "07 1 naive: one thread per output"
+    assert labels[-1].startswith(f"{HOPPER_LESSON} step4")
     texts = [t.get_text() for t in ax.texts]
     assert any(t.startswith("0.5  (") for t in texts) and any("635" in t for t in texts)
     plt.close(fig)
@@ -75,7 +78,7 @@ def test_the_course_map_draws_from_the_committed_reference_records():
         notes = " ".join(t.get_text() for t in fig.texts)
         assert recorded.device in notes  # labelled with the GPU that measured it
         plt.close(fig)
-    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == "15 step5"
+    assert [label for label, _, _ in course_map.stairs(recorded)][-1] == f"{HOPPER_LESSON} step5"
 
 
 def test_lesson_01_and_02_figures_from_the_records():

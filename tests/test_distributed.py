@@ -1,4 +1,4 @@
-"""Lesson 19's workers: the launcher, the collectives and data parallelism, on 2 gloo processes
+"""Lesson 20's workers: the launcher, the collectives and data parallelism, on 2 gloo processes
 (and with NCCL on 2 GPUs, where a machine has them)."""
 
 import time

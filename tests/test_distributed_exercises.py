@@ -1,4 +1,4 @@
-"""The checks of lesson 19's exercises (exercises/distributed.py, exercises/distributed_one_shot.py)
+"""The checks of lesson 20's exercises (exercises/distributed.py, exercises/distributed_one_shot.py)
 against answers that are right but written differently from the solution, and against the wrong
 answers they once passed: each must be told which input broke it."""
 

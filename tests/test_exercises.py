@@ -40,7 +40,7 @@ def test_the_syllabus_lists_every_exercise_and_each_notebook_holds_its_own():
 
 def test_no_notebook_prints_an_answer_before_its_exercise():
     """A cell before an exercise must not print the course's own version of what the student
-    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 19 once
+    writes (``inspect.getsource(module.<answer>)`` or ``show(...)`` naming it): lesson 20 once
     printed ``one_shot_kernel`` two cells above exercise distributed.one_shot."""
     import json
     import re
@@ -124,7 +124,7 @@ def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
     """What a cell before an exercise's stub displays with ``show(...)`` (the cells above the
     statement and the exercise's own tool cells) must not hold the course's definition of a
     function the student writes: hopper_attention.pingpong's turn_wait and turn_pass sit in
-    attention.cuh, whose neighbours lesson 17 shows."""
+    attention.cuh, whose neighbours lesson 18 shows."""
     import json
     import re
 
@@ -149,7 +149,7 @@ def test_no_notebook_shows_a_kernel_exercise_s_answer_before_its_stub():
 
 
 def test_the_answer_on_screen_check_sees_attention_cuh():
-    """The check above would catch lesson 17 showing attention.cuh's turns before
+    """The check above would catch lesson 18 showing attention.cuh's turns before
     hopper_attention.pingpong."""
     cells = ["from kernels.attention.hopper import fwd\nfrom course_utils.diffs import show",
              'show(fwd.PRIMITIVES, "// ---- 1b. named barriers", "// ---- 6b.")']
@@ -159,7 +159,7 @@ def test_the_answer_on_screen_check_sees_attention_cuh():
 
 
 def test_the_answer_on_screen_check_sees_a_triton_kernel():
-    """... and lesson 18 showing quantize.py (its quantize_kernel) before
+    """... and lesson 19 showing quantize.py (its quantize_kernel) before
     hopper_backward.quantize."""
     cells = ["from kernels.scaled_attention import quantize\nfrom course_utils.diffs import show",
              "show(quantize.__file__)"]

@@ -1,4 +1,4 @@
-"""Lesson 19's FSDP by hand (kernels/distributed/fsdp.py) on 2 and 4 gloo CPU ranks: against
+"""Lesson 20's FSDP by hand (kernels/distributed/fsdp.py) on 2 and 4 gloo CPU ranks: against
 one process's training, beside torch's own ``fully_shard``, and what it keeps in memory.
 
 Each world size is one start of the ranks (:func:`_fsdp_checks` does every check in it): on 2

@@ -1,4 +1,4 @@
-"""Lesson 15's Hopper kernels: every step and variant compiles for sm_90a to what the lesson says
+"""Lesson 16's Hopper kernels: every step and variant compiles for sm_90a to what the lesson says
 (the SASS census), refuses what it cannot run with a reason, and on an H100 matches a float64
 reference on awkward shapes; the timeline decodes and draws."""
 

@@ -1,4 +1,4 @@
-"""Lesson 15's model of the Hopper kernel (kernels/matmul/hopper/layout.py) and its figures: the
+"""Lesson 16's model of the Hopper kernel (kernels/matmul/hopper/layout.py) and its figures: the
 128-byte swizzle, the wgmma descriptor's bits, the mbarrier ring's parities, the ring's depth and
 the grouped tile order have the properties the PTX ISA and the lesson claim."""
 

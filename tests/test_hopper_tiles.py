@@ -1,4 +1,4 @@
-"""Lesson 16's tile choice (kernels/matmul/hopper/tiles.py): the wave-quantisation rule, on any
+"""Lesson 17's tile choice (kernels/matmul/hopper/tiles.py): the wave-quantisation rule, on any
 machine; on a Hopper GPU, the registered auto kernel against float64 with each chosen tile."""
 
 import pytest

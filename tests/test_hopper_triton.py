@@ -1,4 +1,4 @@
-"""kernels/matmul/hopper/triton_tma.py: the Triton peer of the Hopper matmul (lesson 16's staircase:
+"""kernels/matmul/hopper/triton_tma.py: the Triton peer of the Hopper matmul (lesson 17's staircase:
 TMA descriptors, persistent grid, grouped tile order). It registers as a provider with its metadata,
 refuses in plain words what it cannot run, and matches a float64 reference at awkward shapes with
 poisoned outputs: on a CPU through Triton's interpreter (fp16, fp8), on a Hopper GPU in every

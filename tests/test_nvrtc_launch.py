@@ -168,7 +168,7 @@ def test_a_loaded_kernel_parses_its_parameters_once_and_launches_many_times(fake
 
 
 def test_a_cluster_launch_declares_its_cluster_at_launch(fake_gpu):
-    # lesson 15's step 5: blocks in pairs, through cuLaunchKernelEx's cluster attribute; every
+    # lesson 16's step 5: blocks in pairs, through cuLaunchKernelEx's cluster attribute; every
     # other launch stays on plain cuLaunchKernel
     kernel, driver, _ = fake_gpu
     x, desc = torch.ones(4), Desc()

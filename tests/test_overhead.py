@@ -14,7 +14,7 @@ def test_every_layer_is_measured_beside_its_peer(capsys):
     records = overhead.run(quick=True)
     out = capsys.readouterr().out
     groups = ["mma bf16 256³", "add float32 65,536", "fp64 GEMM 256³"]
-    if overhead._hopper():  # lesson 15's kernel: its launch, its registered call, a graph
+    if overhead._hopper():  # lesson 16's kernel: its launch, its registered call, a graph
         groups += ["wgmma bf16 256³", "wgmma fp8_e4m3 256³"]
     # the Triton kernels: attention beside SDPA, RMSNorm beside F.rms_norm (and f+b)
     groups += ["attention bf16 1x2x128x64 causal", "rmsnorm bf16 64x256 forward",

@@ -99,7 +99,7 @@ def staircases() -> dict[str, set[int]]:
 
 # -- references -----------------------------------------------------------------------------------
 
-NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 18" is caught, not skipped
+NN = r"(?:\d\d|A\d)"  # any two digits: "lesson 19" is caught, not skipped
 # one number, a range (1–3, 1-3, 4 to 8) or a list that ends in "and"/"or" (2, 3 and 4)
 NUMS = (r"\d+(?:\s*(?:–|-|to)\s*\d+\b|(?:,\s\d+)*,?\s(?:and|or)\s\d+\b(?![.,]\d))?"
         r"(?![\w.]\d|[a-z]|-[a-z])")  # not "5b" (a section of hopper.cuh), not "8-row"

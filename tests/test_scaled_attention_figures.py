@@ -1,4 +1,4 @@
-"""Lesson 18's quantiser figure (kernels/scaled_attention/figures.py): it draws without
+"""Lesson 19's quantiser figure (kernels/scaled_attention/figures.py): it draws without
 overlapping labels for ragged and whole blocks, its tile, grid and strides are the quantiser's,
 and it names what it cannot draw."""
 

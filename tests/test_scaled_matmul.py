@@ -1,5 +1,5 @@
 """fp8 with scales (kernels/scaled_matmul, kernels/matmul/hopper/scaled.py): quantising, the op's
-checks and reference on any machine; lesson 16's use of lesson 15's kernel with scales, against
+checks and reference on any machine; lesson 17's use of lesson 16's kernel with scales, against
 torch._scaled_mm with the same scales and against the float64 reference, on a Hopper GPU. (The
 kernel matrix test runs every registered scaled_matmul kernel on the op's cases as well.)"""
 

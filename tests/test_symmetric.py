@@ -1,4 +1,4 @@
-"""Lesson 19's symmetric-memory all-reduces: the simulation, the kernels in Triton's interpreter on
+"""Lesson 20's symmetric-memory all-reduces: the simulation, the kernels in Triton's interpreter on
 2 CPU processes sharing memory, their machine code for sm_90, the errors, and (on 2 GPUs) the
 real kernels against NCCL."""
 

@@ -1,4 +1,4 @@
-"""Lesson 19's tensor-parallel matmul (the all-gather pipelined with the matmul) on 2 gloo
+"""Lesson 20's tensor-parallel matmul (the all-gather pipelined with the matmul) on 2 gloo
 processes, its benchmarks' verdicts, and on 2 GPUs (NCCL, symmetric memory) where a machine has
 them."""
 

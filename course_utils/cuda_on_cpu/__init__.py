@@ -47,7 +47,7 @@ bounds check names.
 **What it cannot run.** Inline PTX (``asm``), tensor-core instructions, TMA, ``wgmma``,
 mbarriers, bfloat16 and fp8 types (``__half`` runs, as the compiler's ``_Float16``), templates as
 kernels, cooperative groups: a kernel that
-uses them gets :class:`Unsupported` (the exercises of lessons 15-18 stay "cannot check here").
+uses them gets :class:`Unsupported` (the exercises of lessons 16-19 stay "cannot check here").
 Speed is not measured: a CPU running one thread at a time says nothing about a GPU's time.
 The scheduler runs one block at a time, so a kernel that waits for another block (a spin on a
 flag) never ends: it is stopped after ``limit`` loads and stores.

@@ -1,4 +1,4 @@
-// Exercise hopper_matmul.parity: step 1 of lesson 15 (wgmma_basic in kernels/matmul/hopper/wgmma.cu) with a
+// Exercise hopper_matmul.parity: step 1 of lesson 16 (wgmma_basic in kernels/matmul/hopper/wgmma.cu) with a
 // ring of two slots, so that TMA fills the next K tile while wgmma multiplies this one.
 //
 // Each slot has a "full" mbarrier: thread 0 announces the slot's bytes and starts two TMA copies

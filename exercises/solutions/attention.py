@@ -281,7 +281,7 @@ _BWD_DP = _backward("dpt = dot(v, tl.trans(do), IEEE)",
 
 SOLUTIONS = {"attention.online_step": _ONLINE, "attention.attend_block": _ATTEND,
              "attention.key_range": _RANGE, "attention.backward_dkdv": _BACKWARD,
-             "attention.window_range": _WINDOW}
+             "attention_variants.window_range": _WINDOW}
 WRONG = {
     "attention.online_step": {"the old sum is not rescaled": _ONLINE_NO_RESCALE,
                        "NaN on a block of -inf": _ONLINE_NAN,
@@ -318,7 +318,7 @@ WRONG = {
                          "Pᵀ transposed again": _BWD_TRANSPOSED,
                          "Δ broadcast along the keys": _BWD_DELTA_ROWS,
                          "dP where dPᵀ is needed": _BWD_DP},
-    "attention.window_range": {"the window's edge one key off": _WINDOW_EDGE,
+    "attention_variants.window_range": {"the window's edge one key off": _WINDOW_EDGE,
                         "the last query's edge one key off": _WINDOW_FULL_EDGE,
                         "start not rounded down to a block": _WINDOW_NOT_ROUNDED,
                         "full_start one block late": _WINDOW_FULL_LATE,
@@ -328,7 +328,7 @@ WRONG = {
 }
 
 # mutants that behave exactly like the solution, and why
-EQUIVALENT = {"attention.window_range": {
+EQUIVALENT = {"attention_variants.window_range": {
     "constant: line 8: first = tl.maximum(q_start - window + 1, 0)  ->  first = "
     "tl.maximum(q_start - window + 1, 1)":
         "first only feeds start = (first // BLOCK_N) * BLOCK_N, and BLOCK_N >= 16 (tl.dot's "

@@ -1,4 +1,5 @@
-"""Solution (and known-wrong answers) of exercise attention.combine_splits: the merge of split-KV
+"""Solution (and known-wrong answers) of exercise attention_variants.combine_splits: the merge of
+split-KV
 decoding's partial results. Each wrong answer is a mistake a student makes, written as one; its
 comment says what is wrong. Every one must get "not yet" from the check, on a CPU (Triton's
 interpreter) and on a GPU.
@@ -67,8 +68,8 @@ _MEAN = _combine("    o = tl.sum(w[:, None] * part, 0) / total",
 _MAX_ONLY = _combine("    return o, m + tl.math.log2(total)",
                      "    return o, m  # the largest split's lse, not the merged one")
 
-SOLUTIONS = {"attention.combine_splits": _COMBINE}
-WRONG = {"attention.combine_splits": {
+SOLUTIONS = {"attention_variants.combine_splits": _COMBINE}
+WRONG = {"attention_variants.combine_splits": {
     "natural exp instead of exp2": _EXP,
     "natural exp and log instead of exp2 and log2": _EXP_BOTH,
     "no max subtracted (2^lse overflows)": _NO_MAX,
@@ -87,7 +88,7 @@ WRONG = {"attention.combine_splits": {
 }}
 
 # mutants that behave exactly like the solution, and why
-EQUIVALENT = {"attention.combine_splits": {
+EQUIVALENT = {"attention_variants.combine_splits": {
     "mask dropped: line 18: mask=(s < splits)[:, None], other=0.0)  ->  mask=(s < splits)[:, "
     "None])":
         "the lanes past the last split weigh w = 2^-inf = 0, and a masked load without other "

@@ -1,4 +1,5 @@
-"""Solution (and known-wrong answers) of exercise attention.varlen_locate: where a program of the
+"""Solution (and known-wrong answers) of exercise attention_variants.varlen_locate: where a program
+of the
 packed (varlen) forward finds its data. Each wrong answer is a mistake a student makes, written
 as one; its comment says what is wrong. Every one must get "not yet" from the check, on a CPU
 (Triton's interpreter) and on a GPU.
@@ -54,8 +55,8 @@ _INT32 = _locate("    return q_lo.to(tl.int64), seq_q, k_lo.to(tl.int64), seq_k,
                  "    # int32 offsets: they wrap past 2^31 once multiplied by a stride\n"
                  "    return q_lo, seq_q, k_lo, seq_k, h // group")
 
-SOLUTIONS = {"attention.varlen_locate": _LOCATE}
-WRONG = {"attention.varlen_locate": {
+SOLUTIONS = {"attention_variants.varlen_locate": _LOCATE}
+WRONG = {"attention_variants.varlen_locate": {
     "the query length as the cumulative end": _QUERY_END,
     "the key length as the cumulative end": _KEY_END,
     "the keys addressed with the queries' offsets": _QUERY_OFFSETS,

@@ -1,4 +1,4 @@
-"""Solutions (and known-wrong answers) of lesson 19's exercises."""
+"""Solutions (and known-wrong answers) of lesson 20's exercises."""
 
 _HALVES = '''
 import torch

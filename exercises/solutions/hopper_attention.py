@@ -1,4 +1,4 @@
-"""Solution (and known-wrong answers) of lesson 17's exercise: the ping-pong's turns."""
+"""Solution (and known-wrong answers) of lesson 18's exercise: the ping-pong's turns."""
 
 SOLUTIONS = {
     "hopper_attention.pingpong": '''

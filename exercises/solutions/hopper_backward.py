@@ -1,4 +1,4 @@
-"""Solutions (and known-wrong answers) of lesson 18's exercises: hopper_backward.quantize, the
+"""Solutions (and known-wrong answers) of lesson 19's exercises: hopper_backward.quantize, the
 per-block fp8 quantiser, and hopper_backward.dq_add, version 2's dQ epilogue (the lines between
 attention_bwd_fused.cu's ``// ==== dq add`` markers). Each wrong answer is a mistake a student
 makes, written as one; its comment says what is wrong. Every one must get "not yet" from the check,

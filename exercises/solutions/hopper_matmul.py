@@ -1,4 +1,4 @@
-"""Solutions (and known-wrong answers) of lesson 15's exercises."""
+"""Solutions (and known-wrong answers) of lesson 16's exercises."""
 
 SOLUTIONS = {
     "hopper_matmul.descriptor": '''

@@ -1,4 +1,4 @@
-"""Solutions (and known-wrong answers) of lesson 16's exercises (until lesson 15 was split
+"""Solutions (and known-wrong answers) of lesson 17's exercises (until lesson 16 was split
 in two: hopper_matmul.stages, .waves and .promote)."""
 
 SOLUTIONS = {

@@ -1,4 +1,4 @@
-"""Solutions (and known-wrong answers) of lesson 14's exercises (04.generic and 04.libcu
+"""Solutions (and known-wrong answers) of lesson 15's exercises (04.generic and 04.libcu
 before issue 24's split)."""
 
 _GENERIC = '''

@@ -1,5 +1,5 @@
 """Attention, ``softmax(Q Kᵀ · scale) V`` per batch and head: lesson 09 (its Hopper forward in
-CUDA, ``hopper/``, is lesson 17, its Hopper backward lesson 18).
+CUDA, ``hopper/``, is lesson 18, its Hopper backward lesson 19).
 
 Shapes follow ``F.scaled_dot_product_attention``: ``q`` is ``(B, H, Sq, D)``, ``k`` and ``v``
 are ``(B, H_kv, Sk, D)``, the output is ``(B, H, Sq, D)`` in the dtype of ``q``, and ``scale`` is

@@ -1,5 +1,5 @@
 """Attention's variants on a GPU: grouped-query attention and a sliding window in the course's
-Triton forward and lesson 17's Hopper forward (``wgmma``, on an sm_90 GPU), each beside every
+Triton forward and lesson 18's Hopper forward (``wgmma``, on an sm_90 GPU), each beside every
 SDPA backend that accepts the same problem, and decoding with grouped-query attention against
 the copy bandwidth (issue 34's targets)::
 
@@ -43,7 +43,7 @@ from course_utils import env, results, timing
 from kernels.attention.bench import all_providers
 from kernels.attention.varlen import cumulative, per_sequence, varlen_attention
 
-LESSON = "attention.variants"
+LESSON = "attention_variants"
 GQA_PREFILL = (2, 32, 8, 4096, 128)  # B, H_q, H_kv, S, D
 WINDOWED = (2, 16, 8192, 128, 1024)  # B, H, S, D, window
 DECODING = ((8, 32, 8, 8192, 128), (8, 32, 8, 32768, 128))  # B, H_q, H_kv, Sk, D
@@ -203,7 +203,7 @@ def _varlen_records(quick: bool) -> list[results.Record]:
                  f"sdpa_{best_padded} padded": padded_ms[best_padded],
                  OURS: timing.benchmark(varlen_attention, q, k, v, cu, cu, longest, longest,
                                         True, name=OURS).median}
-        if hopper_targets.runs_here():  # lesson 17's Hopper forward, packed (forward only)
+        if hopper_targets.runs_here():  # lesson 18's Hopper forward, packed (forward only)
             found["wgmma"] = timing.benchmark(hopper.varlen_attention, q, k, v, cu, cu, longest,
                                               longest, True, name="wgmma").median
     what = (f"varlen fwd bf16 {n} seqs {sum(lengths)} tokens (longest {longest}) Hq={h} "

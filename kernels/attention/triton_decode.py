@@ -141,7 +141,7 @@ def packed_fwd_kernel(q_ptr, k_ptr, v_ptr, part_o_ptr, part_lse_ptr,
 
 
 # ---- the splits merged, one query row at a time
-# (what exercise attention.combine_splits writes) ----
+# (what exercise attention_variants.combine_splits writes) ----
 
 
 @triton.jit

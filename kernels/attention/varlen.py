@@ -9,7 +9,8 @@ computed and thrown away. Packed, the sequences lie end to end with no padding::
 Sequence ``b`` is ``q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]]`` against
 ``k[cu_seqlens_k[b]:cu_seqlens_k[b + 1]]`` (the cumulative lengths, from 0 to the total), and it
 never sees another sequence's keys. The kernels are lesson 09's with one change of addressing
-(:func:`locate`, exercise attention.varlen_locate): a program reads its sequence's start and length
+(:func:`locate`, exercise attention_variants.varlen_locate): a program reads its sequence's start
+and length
 from ``cu_seqlens`` (two loads each) where the dense kernels compute ``b · stride``, and a
 program whose block starts past its sequence's end does nothing (the grid is sized by
 ``max_seqlen``, the longest sequence). The loop bodies, masks
@@ -27,7 +28,7 @@ provider answers the same call; here the tensors are 3-D and the batch lives in 
 tensors, so no provider could take the other's arguments, and the eager reference would be a
 different function. :func:`varlen_attention` validates its own arguments (the cumulative
 lengths are read on the host once per call, to check them) and is checked against SDPA run on
-each sequence in turn. Lesson 17's Hopper forward takes the same arguments, validated by the same
+each sequence in turn. Lesson 18's Hopper forward takes the same arguments, validated by the same
 function, forward only: :func:`kernels.attention.hopper.fwd.varlen_attention`.
 """
 

@@ -1,4 +1,4 @@
-"""Lesson 19: beyond one GPU.
+"""Lesson 20: beyond one GPU.
 
 * :mod:`~kernels.distributed.launch`: start one process per rank from a notebook cell (gloo on
   CPUs, NCCL on GPUs, multicast off), with timeouts, and bring the results back;

@@ -1,4 +1,4 @@
-"""Lesson 19's data parallelism on 1 and 2 GPUs: the hand-written buckets against DDP, and how
+"""Lesson 20's data parallelism on 1 and 2 GPUs: the hand-written buckets against DDP, and how
 well one more GPU pays::
 
     python -m course bench bench_data_parallel     # 2 GPUs; elsewhere it says what it needs

@@ -1,4 +1,4 @@
-"""Lesson 19's tensor-parallel matmul on 2 GPUs: the all-gather hidden behind the matmul::
+"""Lesson 20's tensor-parallel matmul on 2 GPUs: the all-gather hidden behind the matmul::
 
     python -m course bench bench_tensor_parallel    # 2 GPUs; elsewhere it says what it needs
 

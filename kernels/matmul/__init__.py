@@ -83,7 +83,7 @@ mma.register_variants()
 # lesson 11's FP64 GEMMs register themselves on import (nothing is compiled until first use)
 from kernels.matmul import fp64  # noqa: E402, F401, I001
 
-# lesson 15's Hopper kernels (TMA + wgmma) register themselves the same way
+# lesson 16's Hopper kernels (TMA + wgmma) register themselves the same way
 from kernels.matmul import hopper  # noqa: E402, F401, I001
 
 # lesson 07's bridge to Triton: a tl.dot matmul, autotuned on a GPU (registers itself on import)

@@ -3,7 +3,7 @@
 Lesson 07 climbs from one thread per output (``steps/naive.cu``) through shared-memory tiles
 (``steps/smem_tiled.cu``), a first ``mma.sync`` (``steps/mma_simple.cu``) and the pipeline's
 ideas one at a time (``kernels/matmul/steps/__init__.py`` lists the steps) to ``mma.cu``;
-lesson 15 goes on with ``wgmma`` and records its own steps (``kernels/matmul/hopper/bench.py``).
+lesson 16 goes on with ``wgmma`` and records its own steps (``kernels/matmul/hopper/bench.py``).
 This module records the first part with cuBLAS of the same run as the peer, so that the course
 map (:mod:`kernels.course_map`) draws the whole staircase from the records on any machine.
 

@@ -14,7 +14,7 @@ The same tiles as the hand-written CUDA steps, said in a few lines of Python:
 * **Masks at the ragged edges.** Rows past M, columns past N and the K slice past K load as 0
   (they add nothing to the sum) and are not stored, so any shape works.
 * **A grouped launch order for L2.** Consecutive programs walk ``GROUP_M`` tile rows column by
-  column (the order of ``mma.cu`` and of lesson 15), so the tiles running together share rows
+  column (the order of ``mma.cu`` and of lesson 16), so the tiles running together share rows
   of A and columns of B in the L2 cache.
 * **Autotuned.** On a GPU ``@triton.autotune`` times a few tile configurations on the first
   call for each (M, N, K, dtypes) and keeps the fastest. Triton's interpreter (a CPU, no GPU)
@@ -26,7 +26,7 @@ own dtype; fp32 runs on the tensor cores as tf32 (10-bit mantissa), as ``torch.m
 (measured with Triton 3.8: it converts bf16 after loading, results off by orders of magnitude),
 so :func:`reason` refuses bf16 there.
 
-The Hopper matmul's Triton peer (``kernels/matmul/hopper/triton_tma.py``, lesson 16's staircase) is
+The Hopper matmul's Triton peer (``kernels/matmul/hopper/triton_tma.py``, lesson 17's staircase) is
 this kernel made Hopper's way: TMA descriptors instead of pointer arithmetic and masks, and a
 persistent grid.
 """

@@ -1,4 +1,4 @@
-"""Attention on fp8 (e4m3) inputs with per-block scales: lesson 18, section 2.
+"""Attention on fp8 (e4m3) inputs with per-block scales: lesson 19, section 2.
 
 ``scaled_attention(q, k, v, q_scale, k_scale, v_scale, causal)`` is attention (the
 ``attention`` op's shapes and causal convention: query ``i`` sees key ``j <= i``, top-left

@@ -1,4 +1,4 @@
-"""Figure of lesson 18's exercise hopper_backward.quantize, drawn from ``quantize.py`` itself.
+"""Figure of lesson 19's exercise hopper_backward.quantize, drawn from ``quantize.py`` itself.
 
     figures.quantize_tiles(seq=300, head_dim=80)   # one program's tile, its scale, e4m3's range
 
@@ -6,7 +6,7 @@ The block size, the largest e4m3 value, the grid and ``BLOCK_D`` are the quantis
 (:data:`~kernels.scaled_attention.quantize.SCALE_BLOCK`, ``E4M3_MAX``, ``scale_blocks``,
 ``next_power_of_2``); the values and the strides come from running its PyTorch reference
 (``quantize_blocks_torch``) on a small random tensor, so the picture is what the kernel must
-produce. Returns a matplotlib figure, as lesson 15's and 17's figure modules do.
+produce. Returns a matplotlib figure, as lesson 16's and 17's figure modules do.
 """
 
 from __future__ import annotations

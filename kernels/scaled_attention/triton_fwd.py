@@ -1,5 +1,5 @@
 """Lesson 09's FlashAttention forward on fp8 (e4m3) inputs with per-block scales, in Triton
-(lesson 18, section 2).
+(lesson 19, section 2).
 
 The loop of ``kernels/attention/triton_fwd.py`` (the online softmax in base 2, ``key_range``'s
 unmasked and masked ranges, causal block skipping), with what fp8 changes:

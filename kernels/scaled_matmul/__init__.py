@@ -7,7 +7,7 @@ tensor cores and the scales after: ``(sa · qa) @ (sb · qb) = (qa @ qb) · sa �
 scales are per tensor, and row by row and column by column when they are per row of A and per
 column of B (each row of A, each column of B, gets its own range: an outlier row no longer
 flattens every other row to a few fp8 values). ``torch._scaled_mm`` takes both forms; lesson
-15's wgmma kernel applies them to its fp32 accumulators before rounding to bfloat16.
+16's wgmma kernel applies them to its fp32 accumulators before rounding to bfloat16.
 
 The third form, *block* scales, is the recipe of recent fp8-trained models: A gets a scale per
 row and per 128 values of K (1 x 128 blocks), B one per 128 x 128 block. An outlier then costs
@@ -228,7 +228,7 @@ def scaled_matmul_cublas(a, b, scale_a, scale_b) -> torch.Tensor:
     return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
 
 
-# lesson 15's Hopper kernel with scales in its epilogue (lesson 16)
+# lesson 16's Hopper kernel with scales in its epilogue (lesson 17)
 from kernels.matmul.hopper import scaled  # noqa: E402, I001
 
 scaled.register_all()

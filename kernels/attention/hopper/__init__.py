@@ -1,7 +1,7 @@
-"""Lesson 17's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
+"""Lesson 18's Hopper forward: attention with TMA, ``wgmma`` and warp specialisation.
 
 * ``attention.cu``: the kernel, one template whose flags make the five steps;
-* ``attention.cuh``: what it adds to lesson 15's ``hopper.cuh`` (``wgmma`` with A in registers,
+* ``attention.cuh``: what it adds to lesson 16's ``hopper.cuh`` (``wgmma`` with A in registers,
   the descriptor of an MN-major tile, m64n64, named barriers for the ping-pong);
 * :mod:`~kernels.attention.hopper.fwd`: steps, compiling, launching;
 * ``attention_bwd.cu`` and :mod:`~kernels.attention.hopper.bwd`: the backward (a dK/dV kernel
@@ -9,7 +9,7 @@
   ``("attention", "wgmma")`` differentiable; ``attention_bwd_fused.cu``, its version 2 (one
   kernel, dQ through atomics; ``attention_bwd.cuh`` holds what both share);
 * :mod:`~kernels.attention.hopper.timeline`: the kernel's in-kernel timeline, drawn with lesson
-  15's Gantt chart (softmax and the ping-pong's turns added);
+  17's Gantt chart (softmax and the ping-pong's turns added);
 * :mod:`~kernels.attention.hopper.targets`: its target against SDPA's cuDNN backend, read from
   ``make bench``'s records, and its timelines saved for CPU students;
 * :mod:`~kernels.attention.hopper.registration`: what the registry gets (the steps, the

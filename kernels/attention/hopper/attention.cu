@@ -1,5 +1,5 @@
 // Attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V per (batch, head), in one
-// kernel template whose flags make the five steps of lesson 17. Read them in order; each adds
+// kernel template whose flags make the five steps of lesson 18. Read them in order; each adds
 // one idea of FlashAttention-3 (the last, of FlashAttention-4) to the one before.
 //
 //   step 1  a producer WARP (one thread issues every TMA copy: Q once, then K and V tiles into
@@ -24,11 +24,11 @@
 //           O (a vote). At D = 64 that multiply is half as long and the vote costs more than it
 //           saves: step 5 is step 4 there (fwd.Step.rescales_lazily)
 //
-// Why a producer warp and not lesson 15's producer warpgroup with setmaxnreg: 9 or 12 warps on
+// Why a producer warp and not lesson 16's producer warpgroup with setmaxnreg: 9 or 12 warps on
 // an SM's 4 schedulers put 3 on one of them, so the launch bound gives ptxas 168 registers a
 // thread either way. setmaxnreg can move a producer warpgroup's registers to the consumers, but
 // ptxas allocates the consumers' code for the larger count only when that code is a loop with
-// nothing after it (lesson 16's block_scaled.cu met the same rule; the epilogue here follows the
+// nothing after it (lesson 17's block_scaled.cu met the same rule; the epilogue here follows the
 // loop). A trial that met the rule (a loop that runs once) gave the consumers 240 registers and
 // ran step 4 with 128-key tiles without spills: correct on the H100, and no faster than step 4
 // (git c39b7ae, docs/results/nvidia-h100-80gb-hbm3-attention-step5-trial-c39b7ae.log). A warp
@@ -76,7 +76,7 @@
 // Built by kernels/attention/hopper/fwd.py with course_utils.nvrtc for sm_90a; the head dim and
 // the step's flags are template arguments (attention_fwd<128, 64, 4, 2, true, true, false> is
 // step 4 at D = 128), the element type and the debug flags come from the generated header
-// (lesson 15's wgmma.defines). Everything above the marker is for the editor.
+// (lesson 16's wgmma.defines). Everything above the marker is for the editor.
 //
 // nvrtc arch: sm_90a
 // nvrtc example: attention_fwd<128, 64, 4, 2, true, true, true>
@@ -94,7 +94,7 @@ constexpr int TIMELINE_EVENTS = 1024;  // events per role and block
 constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this traps; 0: no limit
 // ==== kernel: everything above this line is replaced by the generated header ====
 
-#include "../../matmul/hopper/hopper.cuh"  // lesson 15: mbarriers, TMA, wgmma, timeline
+#include "../../matmul/hopper/hopper.cuh"  // lesson 16: mbarriers, TMA, wgmma, timeline
 #include "attention.cuh"                   // wgmma with A in registers, V's descriptor, turns
 
 template <int D, int BN, int STAGES, int CONSUMERS, bool OVERLAP, bool PINGPONG, bool LAZY>

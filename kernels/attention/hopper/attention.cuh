@@ -1,8 +1,8 @@
-// What the attention forward needs beyond lesson 15's primitives (hopper.cuh, included first by
+// What the attention forward needs beyond lesson 16's primitives (hopper.cuh, included first by
 // attention.cu): wgmma with A from REGISTERS (P never goes to shared memory), the descriptor of
 // an MN-major tile (V is read as [keys, D] with D contiguous), N = 64 for D = 64, named barriers
 // between two warpgroups (the ping-pong), the extra timeline kinds, and (section 7) the softmax's
-// arithmetic. Each would sit in hopper.cuh's sections 1, 3 and 6 if lesson 15 needed it. The
+// arithmetic. Each would sit in hopper.cuh's sections 1, 3 and 6 if lesson 16 needed it. The
 // backward (attention_bwd.cu) is built from the same pieces.
 #pragma once
 #include <cuda/std/limits>
@@ -59,7 +59,7 @@ __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const u32 (&a)[4],
 }
 
 // ---- 3d. S = Q K^T for key tiles of 64 or 128 --------------------------------------------------
-// hopper.cuh spells out m64n128 and m64n256 (lesson 15's tiles); a tile of 64 keys needs m64n64.
+// hopper.cuh spells out m64n128 and m64n256 (lesson 16's tiles); a tile of 64 keys needs m64n64.
 // TRANS_A, TRANS_B: wgmma's imm-trans-a and imm-trans-b, 1 for an operand read MN-major through
 // smem_descriptor_mn (N = 64 only: the backward's version 2 reads both dS and K so, dQ = dS K)
 template <int N, int TRANS_A = 0, int TRANS_B = 0>

@@ -47,7 +47,7 @@
 // not stored. causal: key j is seen by query i when j <= i (top-left, as SDPA).
 //
 // Built by kernels/attention/hopper/bwd.py with course_utils.nvrtc for sm_90a; the element type
-// comes from the generated header (lesson 15's wgmma.defines). Everything above the marker is
+// comes from the generated header (lesson 16's wgmma.defines). Everything above the marker is
 // for the editor.
 //
 // nvrtc arch: sm_90a
@@ -66,7 +66,7 @@ constexpr int TIMELINE_EVENTS = 1024;
 constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this traps; 0: no limit
 // ==== kernel: everything above this line is replaced by the generated header ====
 
-#include "../../matmul/hopper/hopper.cuh"  // lesson 15: mbarriers, TMA, wgmma
+#include "../../matmul/hopper/hopper.cuh"  // lesson 16: mbarriers, TMA, wgmma
 #include "attention.cuh"                   // wgmma with A in registers, the MN-major descriptor
 #include "attention_bwd.cuh"               // the dK/dV walk's pieces (version 2 shares them)
 

@@ -73,7 +73,7 @@ constexpr int TIMELINE_EVENTS = 1024;
 constexpr int WAIT_LIMIT_MCYCLES = 4000;  // a barrier wait longer than this traps; 0: no limit
 // ==== kernel: everything above this line is replaced by the generated header ====
 
-#include "../../matmul/hopper/hopper.cuh"  // lesson 15: mbarriers, TMA, wgmma
+#include "../../matmul/hopper/hopper.cuh"  // lesson 16: mbarriers, TMA, wgmma
 #include "attention.cuh"                   // wgmma with A in registers, the MN-major descriptor
 #include "attention_bwd.cuh"               // the dK/dV walk's pieces (version 1 shares them)
 
@@ -201,7 +201,7 @@ attention_bwd_fused(const __grid_constant__ CUtensorMap tma_q,
         wgmma_commit();
         wgmma_wait<1>();  // dQ_partial is done (dK runs on into the next tile)
 
-        // dQ_partial / sqrt(D) added into the fp32 buffer (exercise hopper_backward.dq_add of lesson 18 is
+        // dQ_partial / sqrt(D) added into the fp32 buffer (exercise hopper_backward.dq_add of lesson 19 is
         // the code between the markers: the check splices a student's in its place)
         fence_registers(dq_acc);
         // ==== dq add: begin

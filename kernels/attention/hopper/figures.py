@@ -1,4 +1,4 @@
-"""Figures of lessons 17 and 18, drawn from the kernels' own sources and layouts.
+"""Figures of lessons 18 and 19, drawn from the kernels' own sources and layouts.
 
     figures.pingpong_barriers(tiles=3)   # step 4: two consumers take turns through named barriers
     figures.dq_add_fragment()            # version 2's dQ epilogue: what each thread adds, where
@@ -9,7 +9,7 @@ The ping-pong reads its barriers (ids, thread counts, wait or arrive) from the r
 figure places every ``dq_acc`` element with the exercise's own fragment layout
 (:func:`kernels.matmul.hopper.layout.accumulator_home`, the one exercise hopper_backward.dq_add's
 check holds the kernel to).
-Each function returns a matplotlib figure; lesson 15's figures (``kernels/matmul/hopper``) are
+Each function returns a matplotlib figure; lesson 16's figures (``kernels/matmul/hopper``) are
 the pattern.
 """
 
@@ -27,7 +27,7 @@ from kernels.attention.hopper.timeline import COLORS as TIMELINE_COLORS
 WARPGROUP = fwd.WARPGROUP  # 128 threads: what one warpgroup adds to a barrier's count
 BEGIN, END = "// ==== turns: begin", "// ==== turns: end"  # attention.cuh's exercise markers
 # made-up durations (units of one QKᵀ on the tensor cores): the order is the kernel's, the
-# lengths only make the overlap visible (lesson 17's recorded timeline has the real ones)
+# lengths only make the overlap visible (lesson 18's recorded timeline has the real ones)
 ISSUE, MATMUL, SOFTMAX = 0.5, 1.0, 1.5
 CONSUMER_COLORS = ("#6baed6", "#74c476")  # consumer 0, consumer 1 (and their tensor-core work)
 BARRIER_COLORS = ("#08519c", "#006d2c")  # arrows into consumer 0's barrier, into consumer 1's

@@ -1,10 +1,10 @@
-"""Lesson 17's Hopper forward: ``attention.cu``'s kernel as five steps, in bf16 and fp16.
+"""Lesson 18's Hopper forward: ``attention.cu``'s kernel as five steps, in bf16 and fp16.
 
 A *step* is one set of the kernel's template flags (consumer warpgroups, key tile, ring depth,
 the overlaps), the staircase of the lesson; the head dim (64 or 128) is a template argument too
-and the element type comes from the generated header (lesson 15's ``wgmma.defines``), so each
+and the element type comes from the generated header (lesson 16's ``wgmma.defines``), so each
 (step, head dim, dtype) is one NVRTC program for ``sm_90a``, compiled in about a second and
-cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesson 15's
+cached in memory and under ``var/nvrtc_cache/``. TMA descriptors come from lesson 16's
 ``tma.encode``, launches from ``course_utils.nvrtc``.
 
 Inputs as the attention op takes them: ``q`` (B, H, Sq, D), ``k`` and ``v`` (B, H_kv, Sk, D),
@@ -34,10 +34,10 @@ from kernels.matmul.hopper import tma, wgmma
 from kernels.registry import one_of
 
 SOURCE = Path(__file__).with_name("attention.cu")
-PRIMITIVES = Path(__file__).with_name("attention.cuh")  # what it adds to lesson 15's hopper.cuh
+PRIMITIVES = Path(__file__).with_name("attention.cuh")  # what it adds to lesson 16's hopper.cuh
 ARCH = wgmma.ARCH  # sm_90a
 HEAD_DIMS = (64, 128)
-DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # -> lesson 15's variant names
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # -> lesson 16's variant names
 WARPGROUP = 128
 LOG2E = 1.4426950408889634
 
@@ -115,7 +115,7 @@ def step(number: int | Step) -> Step:
 
 
 def defines(dtype: torch.dtype, *, timeline: bool = False) -> dict[str, object]:
-    """The generated header: lesson 15's (element types, timeline, bounded barrier waits)."""
+    """The generated header: lesson 16's (element types, timeline, bounded barrier waits)."""
     return wgmma.defines(DTYPES[dtype], timeline=timeline)
 
 
@@ -143,7 +143,7 @@ def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Comp
 
 # -- what a GPU and a problem allow -----------------------------------------------------------
 
-gpu_reason = wgmma.gpu_reason  # the same words as lesson 15: wgmma and TMA are Hopper's
+gpu_reason = wgmma.gpu_reason  # the same words as lesson 16: wgmma and TMA are Hopper's
 
 
 def problem_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

@@ -1,4 +1,4 @@
-"""What the registry gets from lesson 17's Hopper kernels, in one place: it needs both the
+"""What the registry gets from lesson 18's Hopper kernels, in one place: it needs both the
 forward (:mod:`fwd`) and the backward (:mod:`bwd`, which builds on the forward), so it lives
 beside them rather than in either.
 

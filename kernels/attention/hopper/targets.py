@@ -1,5 +1,5 @@
 """The Hopper forward's part of the attention measurements (``make bench``'s lesson key
-``08_attention``; lesson 17 reads it): its target read from the records, and its timeline
+``08_attention``; lesson 18 reads it): its target read from the records, and its timeline
 saved for CPU students.
 
 The timings themselves come from ``kernels.attention.bench`` (``make bench``): it measures every
@@ -10,7 +10,7 @@ and memory-efficient backends in the same run. This module adds:
   D = 128, S = 4096 to 16384; with the backward, forward + backward at least cuDNN's), read from
   those records, one line per problem;
 * :func:`capture_timelines`: every step's in-kernel timeline at B=1, H=16, S=4096, D=128, saved
-  as ``docs/results/<device>-attention-timeline.json`` (the Hopper matmul's format, lesson 16).
+  as ``docs/results/<device>-attention-timeline.json`` (the Hopper matmul's format, lesson 17).
 """
 
 from __future__ import annotations

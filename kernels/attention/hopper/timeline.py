@@ -1,10 +1,10 @@
-"""The attention kernel's timeline: lesson 16's recording and Gantt chart, with two more kinds.
+"""The attention kernel's timeline: lesson 17's recording and Gantt chart, with two more kinds.
 
 A TIMELINE build of ``attention.cu`` records, from one thread per role, what the Hopper matmul's
 kernels record (the producer's ``wait slot`` and ``load``; a consumer's ``wait data``, ``compute``
 from issuing its ``wgmma`` to their end, ``store``) and two kinds of its own: ``softmax`` (the
 online softmax of a tile, in registers) and ``wait turn`` (step 4: waiting for the other warpgroup
-to finish issuing its matmuls). The buffer, its decoding and the chart are lesson 16's
+to finish issuing its matmuls). The buffer, its decoding and the chart are lesson 17's
 (:mod:`kernels.matmul.hopper.timeline`); this module only adds the two kinds on top of it.
 
     events = timeline.capture(4, (1, 16, 4096, 128))   # on an H100
@@ -22,15 +22,15 @@ from kernels.attention.hopper import fwd
 from kernels.matmul.hopper import timeline as hopper_matmul
 from kernels.matmul.hopper import wgmma
 
-KINDS = {6: "softmax", 7: "wait turn"}  # attention.cuh's AttentionKind, beside lesson 16's 1-5
+KINDS = {6: "softmax", 7: "wait turn"}  # attention.cuh's AttentionKind, beside lesson 17's 1-5
 COLORS = {"softmax": "#ff7f0e", "wait turn": "#17becf"}
 Event = hopper_matmul.Event
 save, load = hopper_matmul.save, hopper_matmul.load
 
 
 def decode(buffer: torch.Tensor) -> list[Event]:
-    """Lesson 16's decoding, with this kernel's own kinds named (lesson 16 calls them ``?``)."""
-    # lesson 16 lists the recorded events block by block, role by role, in recording order:
+    """Lesson 17's decoding, with this kernel's own kinds named (lesson 17 calls them ``?``)."""
+    # lesson 17 lists the recorded events block by block, role by role, in recording order:
     # walk the raw tags in the same order to name the kinds it does not know
     raw = [tag & 0xFF for roles in buffer.cpu().tolist() for events in roles
            for _, _, tag, _ in events if tag & 0xFF]
@@ -65,7 +65,7 @@ def fractions(events: list[Event]) -> dict[str, float]:
 
 def gantt(events: list[Event], title: str, blocks: int = 1, window: int | None = None,
           environment: str | None = None):
-    """Lesson 16's chart of the events it knows, then softmax and wait-turn bars drawn on the
+    """Lesson 17's chart of the events it knows, then softmax and wait-turn bars drawn on the
     same rows (one row per role)."""
     known = [e for e in events if e.kind not in COLORS]
     fig = hopper_matmul.gantt(known, title, blocks=blocks, window=window, environment=environment)

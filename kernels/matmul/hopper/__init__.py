@@ -1,4 +1,4 @@
-"""Lessons 15 and 16: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation,
+"""Lessons 16 and 17: a Hopper (sm_90a) matmul with TMA, ``wgmma`` and warp specialisation,
 built (15), then measured, taken to every size and to fp8 with scales (16).
 
 * ``wgmma.cu``: the kernels, one per step, and the ``wgmma`` instruction ceiling;

@@ -1,4 +1,4 @@
-"""The measurements of the Hopper matmul (lessons 15 and 16): each step against the ``wgmma``
+"""The measurements of the Hopper matmul (lessons 16 and 17): each step against the ``wgmma``
 ceiling and cuBLAS, in one process.
 
 * the instruction ceiling per type (:func:`kernels.matmul.hopper.ceiling.wgmma_ceiling`);

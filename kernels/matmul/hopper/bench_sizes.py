@@ -1,4 +1,4 @@
-"""Lesson 16: the Hopper kernel at every size a student tries, called as a student calls it.
+"""Lesson 17: the Hopper kernel at every size a student tries, called as a student calls it.
 
 ``bench.py`` measures the staircase at 4096³ and 8192³, where every step has work for every SM.
 This benchmark asks the other question: the registered ``auto`` kernel (step 4's kernel with its
@@ -20,7 +20,7 @@ Then the tile sweep: every candidate tile on a few shapes, beside
 cuBLAS, with the rule's choice marked; the measurements the rule's rates come from.
 
 ``make bench`` records both under lesson key ``hopper_measured.sizes`` (``hopper_matmul.sizes``
-before lesson 15 was split in two: the syllabus reads it as the new key); notebook 16 draws them.
+before lesson 16 was split in two: the syllabus reads it as the new key); notebook 16 draws them.
 """
 
 from __future__ import annotations

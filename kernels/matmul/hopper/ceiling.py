@@ -1,7 +1,7 @@
 """The ``wgmma`` instruction ceiling: how many TFLOP/s one variant's instruction reaches on this
 GPU with its operands already in shared memory (``wgmma_ceiling`` in ``wgmma.cu``).
 
-Like lesson 08's ``mma.sync`` ceiling, this is the fair ceiling for the kernels of lesson 15:
+Like lesson 08's ``mma.sync`` ceiling, this is the fair ceiling for the kernels of lesson 16:
 no TMA, no global memory, no epilogue, only two warpgroups per SM issuing m64n256 back to back.
 Measured in the same process as the matmul, repeated, with its spread reported: a ceiling is only
 useful if it is reproducible.

@@ -1,4 +1,4 @@
-"""Figures of lesson 15, drawn from :mod:`kernels.matmul.hopper.layout` (the kernel's layout).
+"""Figures of lesson 16, drawn from :mod:`kernels.matmul.hopper.layout` (the kernel's layout).
 
     figures.tma_box_swizzle()                       # a TMA box landing in 128B-swizzled smem
     figures.descriptor_fields(layout.descriptor_for(0x400, 1))  # the 64-bit wgmma descriptor

@@ -1,4 +1,4 @@
-// The Hopper primitives lesson 15's kernels are built from (kernels/matmul/hopper/wgmma.cu
+// The Hopper primitives lesson 16's kernels are built from (kernels/matmul/hopper/wgmma.cu
 // includes this file below its generated header): mbarriers, TMA loads and stores, the wgmma
 // instruction and its shared-memory descriptor, setmaxnreg, the two epilogues, the timeline, the
 // grouped tile order, (section 2b) the cluster operations of step 5 and (section 5b) split-K's

@@ -1,11 +1,11 @@
-"""Python model of what lesson 15's Hopper matmul (wgmma.cu) lays out in shared memory.
+"""Python model of what lesson 16's Hopper matmul (wgmma.cu) lays out in shared memory.
 
 The kernel works in bytes: a K tile is 128 bytes of every operand row (64 bf16/fp16 or 128 fp8
 elements), copied by TMA with ``CU_TENSOR_MAP_SWIZZLE_128B`` into 1024-byte-aligned tiles and
 read by ``wgmma`` through 64-bit shared-memory matrix descriptors. Everything here follows the
 PTX ISA (``wgmma`` "Matrix Descriptor Format", ``cp.async.bulk.tensor`` swizzle modes,
 ``mbarrier.try_wait.parity``) and the kernel's own constants, so the figures and exercises of
-lessons 15 and 16 compute exactly what the GPU does:
+lessons 16 and 17 compute exactly what the GPU does:
 
     swizzle_128b(row, chunk)           where TMA stores 16-byte chunk ``chunk`` of a tile row
     smem_offset(row, byte)             byte offset of any byte of the tile, swizzle applied

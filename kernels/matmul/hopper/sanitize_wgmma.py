@@ -1,4 +1,4 @@
-"""The workload ``compute-sanitizer`` checks for lesson 15: every step and every tile shape the
+"""The workload ``compute-sanitizer`` checks for lesson 16: every step and every tile shape the
 registered ``auto`` kernel chooses from (tiles.py), bf16 and fp8 (fp8 with row-wise scales where
 the kernel takes them: scaled.py), once; each kernel that can split K once more with 4
 splits (split-K: partial tiles in a workspace, counted in by an atomic, summed by the last);

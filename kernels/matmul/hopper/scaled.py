@@ -1,4 +1,4 @@
-"""fp8 with scales on lesson 15's kernel (lesson 16): the op ``scaled_matmul``
+"""fp8 with scales on lesson 16's kernel (lesson 17): the op ``scaled_matmul``
 (kernels/scaled_matmul).
 
 ``torch._scaled_mm(a, b, scale_a, scale_b)`` computes ``(scale_a · a) @ (scale_b · b)`` with

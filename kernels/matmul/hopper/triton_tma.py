@@ -1,4 +1,4 @@
-"""The Hopper matmul's second peer (lesson 16's staircase): a Hopper matmul in Triton, written the
+"""The Hopper matmul's second peer (lesson 17's staircase): a Hopper matmul in Triton, written the
 way Triton's own tutorial (``09-persistent-matmul``) writes it, so that beside cuBLAS and the
 hand-written ``wgmma`` kernels a student sees what a compiler makes of the same tile ideas.
 
@@ -25,14 +25,14 @@ The three Hopper ideas, and why each one is here:
   several SMs. In plain row order the tiles in flight would cover one row of ``a`` and every
   column of ``b``, which does not fit in L2 at 8192³.
 
-Operands are taken as lesson 07's and lesson 15's kernels (and ``torch._scaled_mm``) take them:
+Operands are taken as lesson 07's and lesson 16's kernels (and ``torch._scaled_mm``) take them:
 ``a`` is ``[M, K]`` row-major and ``b`` is ``[K, N]`` column-major, i.e. ``b.t()`` is a
 row-major ``[N, K]``: both K-major, which is what ``wgmma`` wants for fp8 and what TMA copies
 best. bf16 and fp16 accumulate in fp32 and return their own dtype; fp8 e4m3 accumulates in
 fp32 and returns bf16, as ``torch._scaled_mm(a, b, 1, 1, out_dtype=torch.bfloat16)`` does.
 
 :func:`matmul` is the implementation; :func:`register` makes it the registry's provider
-``("matmul", "triton-tma", <variant>)``; the Hopper matmul's benchmark (``bench.py``, lesson 16)
+``("matmul", "triton-tma", <variant>)``; the Hopper matmul's benchmark (``bench.py``, lesson 17)
 measures it beside the wgmma steps and cuBLAS.
 The registered kernels need a Hopper GPU (other GPUs have no ``wgmma``, older ones no TMA). On a
 CPU, Triton's interpreter (``TRITON_INTERPRET=1``) runs the same kernel through :func:`matmul`
@@ -239,10 +239,10 @@ def problem_reason(a: torch.Tensor, b: torch.Tensor) -> str | None:
     n = b.shape[1]
     size = a.element_size()
     if k % v.k_multiple:
-        # the K-step of Hopper's wgmma (32 bytes of K): the contract of lesson 15's kernels,
+        # the K-step of Hopper's wgmma (32 bytes of K): the contract of lesson 16's kernels,
         # kept here so that both peers take the same problems
         return (f"K must be a multiple of {v.k_multiple} for {v.label} (wgmma's K-step, as "
-                f"lesson 15's kernels require); got K={k}")
+                f"lesson 16's kernels require); got K={k}")
     # an empty problem reads nothing and launches nothing: no layout to check
     empty = m == 0 or n == 0 or k == 0
     if not empty and a.stride(1) != 1:

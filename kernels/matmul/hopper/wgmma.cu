@@ -1,5 +1,5 @@
 // C = A @ B on Hopper (sm_90a): TMA, wgmma and warp specialisation, in three kernels that make
-// the five steps of lesson 15. Read them in order; each adds one idea to the one before.
+// the five steps of lesson 16. Read them in order; each adds one idea to the one before.
 //
 //   wgmma_basic        step 1: TMA copies a K tile of A and B into shared memory, one warpgroup
 //                      (128 threads) multiplies it with wgmma; load, wait, compute, repeat

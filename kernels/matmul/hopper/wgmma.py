@@ -1,4 +1,4 @@
-"""Lesson 15's Hopper matmul: ``wgmma.cu``'s kernels as steps, in every dtype variant.
+"""Lesson 16's Hopper matmul: ``wgmma.cu``'s kernels as steps, in every dtype variant.
 
 A *variant* is a choice of types (bf16, fp16, fp8 e4m3 or e5m2; always fp32 accumulation) and
 with it one ``wgmma`` instruction; a *step* is one kernel of ``wgmma.cu`` with its tile shape,

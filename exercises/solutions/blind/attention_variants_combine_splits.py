@@ -1,12 +1,12 @@
-"""Wrong answers to exercise attention.combine_splits, written from its statement and stub alone (see
+"""Wrong answers to exercise attention_variants.combine_splits, written from its statement and stub alone (see
 :mod:`exercises.solutions.blind`)."""
 
 # ruff: noqa: E501
 
-ID = "attention.combine_splits"
+ID = "attention_variants.combine_splits"
 BLIND: dict[str, str] = {
         "no max subtracted: exp2(lse_s) overflows or underflows at |lse| ~ 3000": r'''
-# ✏️ Exercise attention.combine_splits: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.combine_splits: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -28,7 +28,7 @@ def combine_splits(part_o_ptr, part_lse_ptr, row, splits, rows_total, HEAD_DIM: 
     return o, tl.math.log2(total)
 ''',
         "lanes past the last split read lse = 0.0, not -inf (they get weight)": r'''
-# ✏️ Exercise attention.combine_splits: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.combine_splits: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -52,7 +52,7 @@ def combine_splits(part_o_ptr, part_lse_ptr, row, splits, rows_total, HEAD_DIM: 
     return o, m + tl.math.log2(safe)
 ''',
         "partial outputs loaded without the split mask (0 x a poisoned split = NaN)": r'''
-# ✏️ Exercise attention.combine_splits: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.combine_splits: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -74,7 +74,7 @@ def combine_splits(part_o_ptr, part_lse_ptr, row, splits, rows_total, HEAD_DIM: 
     return o, m + tl.math.log2(safe)
 ''',
         "row with every split empty not guarded (-inf - -inf gives NaN)": r'''
-# ✏️ Exercise attention.combine_splits: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.combine_splits: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 

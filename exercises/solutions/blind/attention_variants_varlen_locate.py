@@ -1,12 +1,12 @@
-"""Wrong answers to exercise attention.varlen_locate, written from its statement and stub alone (see
+"""Wrong answers to exercise attention_variants.varlen_locate, written from its statement and stub alone (see
 :mod:`exercises.solutions.blind`)."""
 
 # ruff: noqa: E501
 
-ID = "attention.varlen_locate"
+ID = "attention_variants.varlen_locate"
 BLIND: dict[str, str] = {
         "kv_h = h % group instead of h // group": r'''
-# ✏️ Exercise attention.varlen_locate: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.varlen_locate: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -22,7 +22,7 @@ def locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start):
     return q_lo.to(tl.int64), seq_q, k_lo.to(tl.int64), seq_k, h % group
 ''',
         "nothing-to-do test is q_start <= seq_q (a block starting at the end still runs)": r'''
-# ✏️ Exercise attention.varlen_locate: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.varlen_locate: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -38,7 +38,7 @@ def locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start):
     return q_lo.to(tl.int64), seq_q, k_lo.to(tl.int64), seq_k, h // group
 ''',
         "k_lo read from cu_q (right only when every sequence has as many keys as queries)": r'''
-# ✏️ Exercise attention.varlen_locate: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.varlen_locate: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -54,7 +54,7 @@ def locate(cu_q_ptr, cu_k_ptr, b, h, group, q_start):
     return q_lo, seq_q, q_lo, seq_k, h // group
 ''',
         "row offsets left in int32 (no .to(tl.int64))": r'''
-# ✏️ Exercise attention.varlen_locate: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.varlen_locate: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 

@@ -1,12 +1,12 @@
-"""Wrong answers to exercise attention.window_range, written from its statement and stub alone (see
+"""Wrong answers to exercise attention_variants.window_range, written from its statement and stub alone (see
 :mod:`exercises.solutions.blind`)."""
 
 # ruff: noqa: E501
 
-ID = "attention.window_range"
+ID = "attention_variants.window_range"
 BLIND: dict[str, str] = {
         "full_start from q_start + BLOCK_M - 1 - window (one key too early)": r'''
-# ✏️ Exercise attention.window_range: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.window_range: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -21,7 +21,7 @@ def window_range(q_start, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return start, full_start
 ''',
         "first key not clamped at 0 (start goes negative for early queries)": r'''
-# ✏️ Exercise attention.window_range: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.window_range: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -36,7 +36,7 @@ def window_range(q_start, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return start, full_start
 ''',
         "full_start rounded down to a block instead of up": r'''
-# ✏️ Exercise attention.window_range: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.window_range: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
@@ -51,7 +51,7 @@ def window_range(q_start, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return start, full_start
 ''',
         "start rounded up to a block (skips the block holding the window's first key)": r'''
-# ✏️ Exercise attention.window_range: edit this cell, run it, then run the check below
+# ✏️ Exercise attention_variants.window_range: edit this cell, run it, then run the check below
 import triton
 import triton.language as tl
 
