@@ -127,49 +127,71 @@ def _wrong(rows: list[list[dict]]) -> list[str]:
 RUNS = [(m, False) for m in symmetric.METHODS] + [("two_shot_push", True)]
 RUN_IDS = [m + (" in place" if in_place else "") for m, in_place in RUNS]
 
-
-@pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
-@pytest.mark.parametrize("dtype", symmetric.DTYPES)
-def test_the_kernels_in_the_interpreter_on_two_processes(method, in_place, dtype):
-    """The real kernels, barriers included, on 2 gloo ranks whose buffers are shared memory:
-    every rank's output is the sum, twice in a row, and every signal was taken."""
-    numels = [1, 7, symmetric.BLOCK + 1]
-    rows = symmetric_cpu.run(numels, dtype, method, seed=3, in_place=in_place)
-    assert [row["numel"] for row in rows[0]] == numels
-    assert _wrong(rows) == []
-
-
 # lengths around the tiles and the chunks: smaller than a tile, one short of and one past a
 # tile, not a multiple of ALIGN, chunks of two tiles and a bit (two-shot on 2 ranks)
 AWKWARD_CHUNKS = (3, 17, symmetric.BLOCK - 1, symmetric.BLOCK + 1, 4 * symmetric.BLOCK + 33)
 
 
+def _more_blocks_than_the_old_cap(method: str) -> int:
+    """A length for which ``method`` launches 65 blocks (the kernels had at most 64 before)."""
+    return 64 * symmetric.BLOCK + 3 if method == "one_shot" else 128 * symmetric.BLOCK + 40
+
+
+# Every run of the real kernels below, by test: one group of 2 CPU ranks runs them all (starting
+# ranks costs seconds a run, more than most runs), once per test worker.
+INTERPRETED = {
+    **{("sums", m, p, dtype): {"numels": [1, 7, symmetric.BLOCK + 1], "dtype": dtype,
+                               "method": m, "seed": 3, "in_place": p}
+       for m, p in RUNS for dtype in symmetric.DTYPES},
+    **{("loops", m, p): {"numels": list(AWKWARD_CHUNKS), "method": m, "seed": 4,
+                         "max_blocks": 2, "in_place": p} for m, p in RUNS},
+    **{("65 blocks", m): {"numels": [_more_blocks_than_the_old_cap(m)], "method": m, "seed": 5}
+       for m in symmetric.METHODS},
+    **{("late", m, p, late): {"numels": [17, 2 * symmetric.BLOCK + 5], "dtype": torch.bfloat16,
+                              "method": m, "seed": 6, "max_blocks": 2, "late": late,
+                              "in_place": p}
+       for m, p in RUNS for late in (0, 1)},
+}
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    """Each run of :data:`INTERPRETED`: every rank's rows, rank 0 first."""
+    return dict(zip(INTERPRETED, symmetric_cpu.run_many(list(INTERPRETED.values())),
+                    strict=True))
+
+
 @pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
-def test_each_block_loops_over_its_tiles(method, in_place):
-    """At most 2 blocks a launch, far fewer than the tiles: each block strides over the message
-    (or its chunk), the ragged last tile masked; a tile skipped leaves NaN in the output (the
-    input, in place)."""
-    rows = symmetric_cpu.run(list(AWKWARD_CHUNKS), torch.float32, method, seed=4, max_blocks=2,
-                             in_place=in_place)
+@pytest.mark.parametrize("dtype", symmetric.DTYPES)
+def test_the_kernels_in_the_interpreter_on_two_processes(method, in_place, dtype, interpreted):
+    """The real kernels, barriers included, on 2 gloo ranks whose buffers are shared memory:
+    every rank's output is the sum, twice in a row, and every signal was taken."""
+    rows = interpreted["sums", method, in_place, dtype]
+    assert [row["numel"] for row in rows[0]] == [1, 7, symmetric.BLOCK + 1]
     assert _wrong(rows) == []
 
 
+@pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
+def test_each_block_loops_over_its_tiles(method, in_place, interpreted):
+    """At most 2 blocks a launch, far fewer than the tiles: each block strides over the message
+    (or its chunk), the ragged last tile masked; a tile skipped leaves NaN in the output (the
+    input, in place)."""
+    assert _wrong(interpreted["loops", method, in_place]) == []
+
+
 @pytest.mark.parametrize("method", symmetric.METHODS)
-def test_more_blocks_than_the_old_cap(method):
+def test_more_blocks_than_the_old_cap(method, interpreted):
     """65 blocks (the kernels had at most 64 before): every block's signal slots are its own."""
-    numel = 64 * symmetric.BLOCK + 3 if method == "one_shot" else 128 * symmetric.BLOCK + 40
-    assert symmetric.blocks_for(numel, method, 2) == 65
-    assert _wrong(symmetric_cpu.run([numel], torch.float32, method, seed=5)) == []
+    assert symmetric.blocks_for(_more_blocks_than_the_old_cap(method), method, 2) == 65
+    assert _wrong(interpreted["65 blocks", method]) == []
 
 
 @pytest.mark.parametrize("method, in_place", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("late", (0, 1))
-def test_a_late_rank_still_gets_the_sum(method, in_place, late):
+def test_a_late_rank_still_gets_the_sum(method, in_place, late, interpreted):
     """One rank runs behind (it waits before each copy and each load): the barriers hold the
     other back wherever it would read too early or overwrite too soon."""
-    rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16, method, seed=6,
-                             max_blocks=2, late=late, in_place=in_place)
-    assert _wrong(rows) == []
+    assert _wrong(interpreted["late", method, in_place, late]) == []
 
 
 _BARRIER = "    barrier(signal_pad_ptrs, pid, rank, WORLD)  # "
@@ -211,26 +233,53 @@ MUTANTS = (
 )
 
 
-@pytest.mark.parametrize("method, what, old, new", MUTANTS, ids=[m[1] for m in MUTANTS])
-def test_a_broken_kernel_is_caught(method, what, old, new, tmp_path, monkeypatch):
-    """The kernels' module with one barrier left out or its tiling broken, run as the tests
-    above run the real one (a late rank, blocks that loop, awkward lengths): some rank's sum
-    is wrong, or its signal pad not clear."""
+def _mutant_run(method: str, name: str) -> dict:
+    """How every broken kernel runs: as the tests above run the real one (a late rank, blocks
+    that loop, awkward lengths)."""
+    return {"numels": [17, 2 * symmetric.BLOCK + 5], "dtype": torch.bfloat16,
+            "method": method.removesuffix(" in place"), "seed": 7, "max_blocks": 2, "late": 1,
+            "kernels": name, "in_place": method.endswith(" in place")}
+
+
+@pytest.fixture(scope="module")
+def broken_runs(tmp_path_factory) -> dict[str, list | None]:
+    """Each of :data:`MUTANTS` run: ``{what: every rank's rows}``, or None where a rank waited
+    forever. All in one group of ranks; if one hangs, that group ends, and each runs alone."""
     import inspect
+    import sys
 
     source = inspect.getsource(symmetric)
-    assert source.count(old) >= 1, f"{what}: the kernels' source no longer holds {old!r}"
-    name = f"symmetric_mutant_{abs(hash(what)) % 10**8}"
-    (tmp_path / f"{name}.py").write_text(source.replace(old, new))
-    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned ranks inherit sys.path
+    folder = tmp_path_factory.mktemp("symmetric_mutants")
+    runs = {}
+    for method, what, old, new in MUTANTS:
+        assert source.count(old) >= 1, f"{what}: the kernels' source no longer holds {old!r}"
+        name = f"symmetric_mutant_{abs(hash(what)) % 10**8}"
+        (folder / f"{name}.py").write_text(source.replace(old, new))
+        runs[what] = _mutant_run(method, name)
+    sys.path.insert(0, str(folder))  # the spawned ranks inherit sys.path
     try:
-        rows = symmetric_cpu.run([17, 2 * symmetric.BLOCK + 5], torch.bfloat16,
-                                 method.removesuffix(" in place"), seed=7, max_blocks=2,
-                                 late=1, kernels=name, timeout_s=60,
-                                 in_place=method.endswith(" in place"))
-    except launch.WorkerError:  # a rank that waits forever is caught too
-        return
-    assert _wrong(rows) != [], f"{what}: every sum still right"
+        try:
+            return dict(zip(runs, symmetric_cpu.run_many(list(runs.values()), timeout_s=240),
+                            strict=True))
+        except launch.WorkerError:
+            found = {}
+            for what, run in runs.items():
+                try:
+                    found[what] = symmetric_cpu.run(**run, timeout_s=60)
+                except launch.WorkerError:
+                    found[what] = None
+            return found
+    finally:
+        sys.path.remove(str(folder))
+
+
+@pytest.mark.parametrize("method, what, old, new", MUTANTS, ids=[m[1] for m in MUTANTS])
+def test_a_broken_kernel_is_caught(method, what, old, new, broken_runs):
+    """The kernels' module with one barrier left out or its tiling broken, run as the tests
+    above run the real one: some rank's sum is wrong, or its signal pad not clear, or a rank
+    waits forever (caught too)."""
+    rows = broken_runs[what]
+    assert rows is None or _wrong(rows) != [], f"{what}: every sum still right"
 
 
 _COMPILE = """

@@ -9,7 +9,8 @@ Triton's interpreter on CPU processes that share memory.
   :func:`interpreted_all_reduce` (a rank's work, started by :func:`run`) then runs the kernels
   of :mod:`kernels.distributed.symmetric` in Triton's interpreter on those addresses: the same
   loads of peer pointers, the same spinning compare-and-swap barriers between real processes;
-  :func:`run_cases` runs several methods and dtypes in one group of ranks.
+  :func:`run_many` (and :func:`run_cases`, its methods × dtypes) runs several in one group of
+  ranks.
 """
 
 from __future__ import annotations
@@ -205,25 +206,38 @@ def run(numels: list[int], dtype: torch.dtype = torch.float32, method: str = "on
                          timeout_s=timeout_s)
 
 
-def interpreted_cases(cases: list[tuple[str, torch.dtype]], numels: list[int],
-                      seed: int = 0) -> list[list[dict]]:
-    """(A rank's work: start it with :func:`run_cases`.) :func:`interpreted_all_reduce` for each
-    ``(method, dtype)`` of ``cases`` in turn, in the same group of ranks."""
-    return [interpreted_all_reduce(numels, dtype, method, seed) for method, dtype in cases]
+def interpreted_runs(runs: list[dict]) -> list[list[dict]]:
+    """(A rank's work: start it with :func:`run_many`.) :func:`interpreted_all_reduce` for each
+    of ``runs`` (its keyword arguments) in turn, in the same group of ranks."""
+    return [interpreted_all_reduce(**run) for run in runs]
+
+
+def run_many(runs: list[dict], world_size: int = 2, timeout_s: float = 600.0
+             ) -> list[list[list[dict]]]:
+    """What :func:`run` returns for each of ``runs`` (a dict of :func:`interpreted_all_reduce`'s
+    keyword arguments: ``numels`` and any of ``dtype``, ``method``, ``seed``, ``max_blocks``,
+    ``late``, ``in_place``), the same rows, from one group of ``world_size`` CPU processes for
+    all of them: starting the ranks (a Python, torch and Triton each, seconds) costs more than
+    a small run. Each run's rows per rank, rank 0 first, in the order of ``runs``. (A kernel
+    that may hang, such as a test's broken copy, is better run alone with :func:`run`: one
+    hang ends the whole group.)"""
+    runs = list(runs)
+    with _interpreter_in_children():
+        per_rank = ranks.run(interpreted_runs, world_size, runs, device="cpu",
+                             timeout_s=timeout_s)
+    return [[rank[i] for rank in per_rank] for i in range(len(runs))]
 
 
 def run_cases(numels: list[int], cases: list[tuple[str, torch.dtype]], world_size: int = 2,
               seed: int = 0, timeout_s: float = 120.0
               ) -> dict[tuple[str, torch.dtype], list[list[dict]]]:
     """What :func:`run` returns for each ``(method, dtype)`` of ``cases``, the same rows, from
-    one group of ``world_size`` CPU processes for all of them: starting the ranks (a Python,
-    torch and Triton each, seconds) costs more than a small case. ``{case: each rank's rows,
-    rank 0 first}``, in the order of ``cases``."""
+    one group of ``world_size`` CPU processes for all of them (:func:`run_many`).
+    ``{case: each rank's rows, rank 0 first}``, in the order of ``cases``."""
     cases = list(cases)
-    with _interpreter_in_children():
-        per_rank = ranks.run(interpreted_cases, world_size, cases, numels, seed, device="cpu",
-                             timeout_s=timeout_s)
-    return {case: [rank[i] for rank in per_rank] for i, case in enumerate(cases)}
+    rows = run_many([{"numels": numels, "dtype": dtype, "method": method, "seed": seed}
+                     for method, dtype in cases], world_size, timeout_s)
+    return dict(zip(cases, rows, strict=True))
 
 
 @contextlib.contextmanager
