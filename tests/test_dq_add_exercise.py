@@ -1,6 +1,7 @@
 """Exercise hopper_backward.dq_add's machinery: the markers hold the course's own epilogue, splicing
 it back gives the registered kernel's SASS, the solution passes on a CPU and each hand-written wrong
-answer gets "not yet" there naming its mistake; the probe's rules read crafted records as they
+answer gets "not yet" there naming its mistake (tests/test_exercises.py, with the words in
+exercises/solutions/hopper_backward.py's SAYS); the probe's rules read crafted records as they
 must. On a Hopper GPU the child itself must tell a missing guard (by the -0.0 after the buffer)
 and a plain store (by the values) without the CPU's help."""
 
@@ -20,27 +21,6 @@ from kernels.attention.hopper import bwd
 ID = "hopper_backward.dq_add"
 needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
 
-# what each hand-written wrong answer's verdict says (the CPU decides every one)
-SAYS = {
-    "a plain store": "more plain stores (STG)",
-    "+= instead of an atomic": "more plain stores (STG)",
-    "atomicAdd one float at a time": "one float per atomic",
-    "no scale": "not scaled",
-    "h and j exchanged in the index": "was added at dq_sum[2][64][72], not at dq_sum[2][72][64]",
-    "e exchanged": "a call adds one thread's pair",
-    "the head left out of the row": "not at dq_sum[2][64][64]",
-    "a row of 64 floats": "not at dq_sum[2][64][64]",
-    "the head stride D, not Sq": "not at dq_sum[2][64][64]",
-    "no guard": "past Sq = 100",
-    "the guard on q_row alone": "past Sq = 100",
-    "the guard lets row Sq through": "belongs to query row 100, past Sq = 100",
-    "dq_col0 left out": "added at dq_sum[2][64][0], not at dq_sum[2][64][64]",
-    "consumer * 64 for dq_col0": "not at dq_sum[1][64][0]",
-    "lane % 4 for its column pair": "an odd column",
-    "plain PyTorch": "expected CUDA source code",
-}
-
-
 def _answer(source: str) -> str:
     return exercises.load_cell(source, "test_13_dq_add")["DQ_ADD"]
 
@@ -58,10 +38,6 @@ def test_the_markers_hold_the_epilogue_and_the_solution_is_it():
     # the same lines, but for the kernel's indentation (#pragma lines start at column 0)
     assert ([ln.strip() for ln in shipped.strip().splitlines()]
             == [ln.strip() for ln in _answer(SOLUTIONS[ID]).strip().splitlines()])
-
-
-def test_every_wrong_answer_has_what_its_verdict_says():
-    assert sorted(SAYS) == sorted(WRONG[ID])
 
 
 @needs_nvrtc
@@ -87,14 +63,6 @@ def test_the_solution_passes_on_this_machine():
     assert "1152 pairs below Sq added once" in str(result)
     if not env.HAS_CUDA:
         assert "not verified here: that version 2 with your lines computes dQ" in str(result)
-
-
-@needs_nvrtc
-@pytest.mark.parametrize("name", sorted(SAYS))
-def test_a_wrong_answer_gets_not_yet_on_a_cpu_naming_its_mistake(name):
-    result = _check(WRONG[ID][name])
-    assert result.status == "not yet", str(result)
-    assert SAYS[name] in str(result), str(result)
 
 
 @needs_nvrtc

@@ -9,6 +9,7 @@ from exercises import notebook, solutions
 EXERCISES = exercises.all_exercises()
 IDS = [e.id for e in EXERCISES]
 ANSWERS = solutions.answers()
+SAYS = solutions.says()  # the words some wrong answers' verdicts must contain
 
 
 def _run(ex, source: str, label: str) -> exercises.Result:
@@ -201,6 +202,13 @@ def test_wrong_answer_fails_and_teaches(ex, label):
     assert result.status == "not yet", str(result)
     text = str(result)
     assert "hint:" in text and "Traceback" not in text, text
+    if words := SAYS.get(ex.id, {}).get(label):
+        assert words in text, f"the verdict should name the mistake ({words!r}): {text}"
+
+
+@pytest.mark.parametrize("id", sorted(SAYS))
+def test_the_named_mistakes_are_the_wrong_answers(id):
+    assert sorted(SAYS[id]) == sorted(ANSWERS[id][1])
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)

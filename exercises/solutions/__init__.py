@@ -7,6 +7,9 @@ the names the stub defines. ``tests/test_exercises.py`` checks that every soluti
 that every wrong answer fails with a teaching message, each in its own test. Try the exercise
 before reading these.
 
+``<slug>.SAYS[id]`` (where a lesson has one) gives, per wrong answer, the words its "not yet"
+must contain: the mistake named.
+
 ``<slug>.EQUIVALENT[id]`` (where a lesson has one) lists the mechanical mutants of a solution
 (:mod:`exercises.mutants`) that behave exactly like it, ``{mutant key: why}``, and the blind
 answers' modules list theirs the same way: the mutation harness skips them, and the reason is
@@ -34,6 +37,18 @@ def answers() -> dict[str, tuple[str, dict[str, str]]]:
         for id, source in module.SOLUTIONS.items():
             wrong = module.WRONG[id]
             found[id] = (source, wrong if isinstance(wrong, dict) else {"wrong": wrong})
+    return found
+
+
+def says() -> dict[str, dict[str, str]]:
+    """``{exercise id: {what it gets wrong: words its "not yet" must contain}}`` where a lesson
+    module lists them (``SAYS``): a verdict that names the mistake, held by the tests."""
+    found: dict[str, dict[str, str]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != BLIND:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for exercise, words in getattr(module, "SAYS", {}).items():
+                found.setdefault(exercise, {}).update(words)
     return found
 
 

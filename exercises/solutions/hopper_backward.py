@@ -5,6 +5,8 @@ makes, written as one; its comment says what is wrong. Every one must get "not y
 on a CPU (Triton's interpreter; NVRTC and the SASS) and on a GPU.
 """
 
+from exercises import hopper_backward as quantize_check  # the words its hints use
+
 _HEAD = '''
 import triton
 import triton.language as tl
@@ -203,3 +205,43 @@ EQUIVALENT = {"hopper_backward.quantize": {
         "the line runs only in the interpreter (INTERPRETED), where it stands in for the GPU's "
         "cast",
 }}
+
+
+# What each wrong answer's "not yet" must say (tests/test_exercises.py holds every verdict to
+# it): the mistake named, not only a wrong value
+SAYS = {
+    "hopper_backward.dq_add": {
+        "a plain store": "more plain stores (STG)",
+        "+= instead of an atomic": "more plain stores (STG)",
+        "atomicAdd one float at a time": "one float per atomic",
+        "no scale": "not scaled",
+        "h and j exchanged in the index":
+            "was added at dq_sum[2][64][72], not at dq_sum[2][72][64]",
+        "e exchanged": "a call adds one thread's pair",
+        "the head left out of the row": "not at dq_sum[2][64][64]",
+        "a row of 64 floats": "not at dq_sum[2][64][64]",
+        "the head stride D, not Sq": "not at dq_sum[2][64][64]",
+        "no guard": "past Sq = 100",
+        "the guard on q_row alone": "past Sq = 100",
+        "the guard lets row Sq through": "belongs to query row 100, past Sq = 100",
+        "dq_col0 left out": "added at dq_sum[2][64][0], not at dq_sum[2][64][64]",
+        "consumer * 64 for dq_col0": "not at dq_sum[1][64][0]",
+        "lane % 4 for its column pair": "an odd column",
+        "plain PyTorch": "expected CUDA source code",
+    },
+    "hopper_backward.quantize": {
+        "one scale for the whole head": quantize_check.WHOLE,
+        "a scale per head-dim column": quantize_check.PER_COLUMN,
+        "the padding loaded as 1.0": quantize_check.PADDING,
+        "no floor (an all-zero block divides by 0)": quantize_check.FLOOR,
+        "240 (e4m3fnuz's largest) for 448": quantize_check.FORMAT_MAX,
+        "127 (int8's largest) for 448": quantize_check.FORMAT_MAX,
+        "a scale per row, not per block": quantize_check.PER_ROW,
+        "x8 stored with x's strides": quantize_check.STRIDES,
+        "x8 assumed contiguous": quantize_check.STRIDES,
+        "x times the scale": quantize_check.DIVIDE,
+        "the floor only for an all-zero block": quantize_check.FLOOR,
+        "int32 batch and head offsets": quantize_check.INT64,
+        "the head offset in int32": quantize_check.INT64,
+    },
+}
