@@ -127,9 +127,16 @@ def test_the_prerequisites_are_the_syllabus_prerequisites(lesson):
 
 @pytest.mark.parametrize("lesson", TAUGHT, ids=[lesson.stem for lesson in TAUGHT])
 def test_what_comes_next_is_the_syllabus_next_lesson(lesson):
-    closing = [m for m in _markdown(lesson) if m.lstrip().startswith("## Takeaways")]
+    markdown = _markdown(lesson)
+    closing = [i for i, m in enumerate(markdown) if m.lstrip().startswith("## Takeaways")]
     assert closing, f"{lesson.notebook}: no '## Takeaways' section"
-    text = closing[-1]
+    # the section: its heading's cell and the markdown after it (a scoreboard cell may open it)
+    section = [markdown[closing[-1]]]
+    for m in markdown[closing[-1] + 1:]:
+        if m.lstrip().startswith("## "):
+            break
+        section.append(m)
+    text = "\n\n".join(section)
     at = text.lower().find("what comes next")
     assert at >= 0, f"{lesson.notebook}: the takeaways do not say what comes next"
     after = syllabus.next_lesson(lesson.slug)
