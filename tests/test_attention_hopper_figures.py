@@ -1,7 +1,8 @@
 """Lessons 18 and 19's figures (kernels/attention/hopper/figures.py): they draw without
-overlapping labels, the ping-pong's barriers are the kernel's (read from attention.cuh, called in
-attention.cu's order) and behave as the exercise's check says each protocol does, and the dQ
-figure places what the exercise's fragment layout says."""
+overlapping labels, the ping-pong's barriers (kernels/attention/hopper/pingpong.py) are the
+kernel's (read from attention.cuh, called in attention.cu's order) and behave as the exercise's
+check says each protocol does, and the dQ figure places what the exercise's fragment layout
+says."""
 
 import re
 
@@ -16,7 +17,7 @@ from test_matmul_figures import _overlapping_labels  # noqa: E402
 from exercises.hopper_attention import protocol_error  # noqa: E402
 from exercises.hopper_backward_dq_add_probe import home  # noqa: E402
 from exercises.solutions.hopper_attention import SOLUTIONS, WRONG  # noqa: E402
-from kernels.attention.hopper import figures, fwd  # noqa: E402
+from kernels.attention.hopper import figures, fwd, pingpong  # noqa: E402
 
 CUH = fwd.PRIMITIVES.read_text()
 
@@ -24,7 +25,7 @@ CUH = fwd.PRIMITIVES.read_text()
 def _spliced(answer: str) -> str:
     """attention.cuh with an answer's TURNS between the turns markers (as the check splices)."""
     code = re.search(r'TURNS = r"""(.*?)"""', answer, re.S)[1]
-    begin, end = CUH.index(figures.BEGIN), CUH.index(figures.END)
+    begin, end = CUH.index(pingpong.BEGIN), CUH.index(pingpong.END)
     return CUH[:CUH.index("\n", begin) + 1] + code + CUH[end:]
 
 
@@ -45,14 +46,14 @@ def _turns_exclusive(schedule) -> bool:
 
 
 def test_the_barriers_are_read_from_the_kernel_and_pass_the_exercise_check():
-    calls = figures.turn_calls()
+    calls = pingpong.turn_calls()
     first = int(re.search(r"PINGPONG_FIRST_ID = (\d+);", CUH)[1])
     for c in (0, 1):
-        assert calls["turn_wait", c] == figures.Call("SYNC", first + c, 2 * fwd.WARPGROUP)
-        assert calls["turn_pass", c] == figures.Call("ARV", first + 1 - c, 2 * fwd.WARPGROUP)
+        assert calls["turn_wait", c] == pingpong.Call("SYNC", first + c, 2 * fwd.WARPGROUP)
+        assert calls["turn_pass", c] == pingpong.Call("ARV", first + 1 - c, 2 * fwd.WARPGROUP)
     assert protocol_error(_ops(calls)) is None
     # the shipped answer of the exercise is the same protocol
-    assert figures.turn_calls(_spliced(SOLUTIONS["hopper_attention.pingpong"])) == calls
+    assert pingpong.turn_calls(_spliced(SOLUTIONS["hopper_attention.pingpong"])) == calls
 
 
 def test_the_call_order_is_attention_cu_s():
@@ -64,15 +65,15 @@ def test_the_call_order_is_attention_cu_s():
     assert source.count("take_turn();") == 3
     assert source.count("end_turn(false);") == 2 and source.count("end_turn(true);") == 1
     for tiles in (1, 2, 5):
-        waits = {c: sum(w == "wait" for w, _ in figures.consumer_calls(c, tiles)) for c in (0, 1)}
-        passes = {c: sum(w == "pass" for w, _ in figures.consumer_calls(c, tiles)) for c in (0, 1)}
+        waits = {c: sum(w == "wait" for w, _ in pingpong.consumer_calls(c, tiles)) for c in (0, 1)}
+        passes = {c: sum(w == "pass" for w, _ in pingpong.consumer_calls(c, tiles)) for c in (0, 1)}
         assert waits == {0: tiles + 1, 1: tiles + 1}  # a turn per tile, and one for the last PV
         assert passes[0] == waits[1] and passes[1] == waits[0]  # every wait gets one arrival
 
 
 @pytest.mark.parametrize("tiles", [1, 2, 3, 6])
 def test_the_turns_alternate_and_the_tensor_cores_run_one_matmul_at_a_time(tiles):
-    schedule = figures.pingpong_schedule(tiles)
+    schedule = pingpong.pingpong_schedule(tiles)
     assert schedule.issue_order() == [(c, k) for k in range(tiles + 1) for c in (0, 1)]
     assert _turns_exclusive(schedule)
     matmuls = sorted((s, e) for lane, _, s, e, _ in schedule.spans if lane == "tc")
@@ -91,14 +92,14 @@ def test_the_turns_alternate_and_the_tensor_cores_run_one_matmul_at_a_time(tiles
     ("waits on the other's barrier", "hang"), ("turn_pass on its own barrier", "hang"),
     ("bar.sync in turn_pass", "the passer waits"), ("128 threads", "turns overlap")])
 def test_a_wrong_protocol_fails_in_the_model_as_the_check_says(wrong, expected):
-    calls = figures.turn_calls(_spliced(WRONG["hopper_attention.pingpong"][wrong]))
+    calls = pingpong.turn_calls(_spliced(WRONG["hopper_attention.pingpong"][wrong]))
     message, _ = protocol_error(_ops(calls))
     if expected == "hang":
         assert "hang" in message
-        with pytest.raises(figures.Hang, match="wait forever"):
-            figures.pingpong_schedule(3, calls)
+        with pytest.raises(pingpong.Hang, match="wait forever"):
+            pingpong.pingpong_schedule(3, calls)
         return
-    schedule = figures.pingpong_schedule(3, calls)
+    schedule = pingpong.pingpong_schedule(3, calls)
     if expected == "the passer waits":
         assert "bar.sync" in message
         passes = [c for c in schedule.calls if c[1] == calls["turn_pass", c[0]]]
@@ -111,11 +112,11 @@ def test_a_wrong_protocol_fails_in_the_model_as_the_check_says(wrong, expected):
 def test_a_source_the_reader_cannot_read_is_named():
     broken = CUH.replace('"bar.sync %0, 256;"', '"bar.sync 1, 256;"')
     with pytest.raises(ValueError, match="turn_wait expected one bar.sync"):
-        figures.turn_calls(broken)
+        pingpong.turn_calls(broken)
     with pytest.raises(ValueError, match="PINGPONG_FIRST_ID"):
-        figures.turn_calls(CUH.replace("constexpr int PINGPONG_FIRST_ID", "int FIRST"))
+        pingpong.turn_calls(CUH.replace("constexpr int PINGPONG_FIRST_ID", "int FIRST"))
     with pytest.raises(ValueError, match="tiles >= 1"):
-        figures.consumer_calls(0, 0)
+        pingpong.consumer_calls(0, 0)
 
 
 @pytest.mark.parametrize("tiles", [1, 3, 6])

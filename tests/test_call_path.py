@@ -203,7 +203,7 @@ def test_the_registered_attention_adds_only_the_problems_lookup(monkeypatch, cou
     this path beside the direct forward on a GPU; the calls counted here are the work it stands
     for."""
     from kernels.attention import triton_fwd
-    from kernels.registry import _problem_key
+    from kernels.kernel import _problem_key
 
     attention, checks = count_checks(monkeypatch, "attention", "triton")
     q, k, v = (torch.randn(1, 2, 128, 64, dtype=torch.float16, device=DEVICE) for _ in range(3))

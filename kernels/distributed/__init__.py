@@ -16,7 +16,8 @@
   ``fused_all_gather_matmul``;
 * :mod:`~kernels.distributed.symmetric`: one-shot and two-shot (pulling, or pushing each
   reduced chunk to the peers) all-reduce kernels (Triton) over symmetric memory, between
-  signal-pad barriers;
+  signal-pad barriers; :mod:`~kernels.distributed.symmetric_buffer` is the GPU memory they
+  read (PyTorch's symmetric memory, rendezvoused);
   :mod:`~kernels.distributed.symmetric_cpu` simulates them and runs them in Triton's interpreter
   on CPU processes sharing memory; :mod:`~kernels.distributed.bench_allreduce` times them on 2
   GPUs against NCCL and PyTorch's own.

@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
-from kernels.matmul.hopper.triton_tma import tile_coordinates  # the grouped order, one copy
+from kernels.matmul.hopper.triton_tma_kernel import tile_coordinates  # the grouped order, one copy
 
 PROVIDER = "triton_dot"
 SOURCE = "kernels/matmul/triton_dot.py"

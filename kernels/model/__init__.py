@@ -9,6 +9,7 @@
   (:class:`Trainer`) and the precisions (fp32, bf16 autocast, bf16 weights with fp32 masters);
 * :mod:`~kernels.model.breakdown`: where a step's time and memory go, read from a profile;
 * :mod:`~kernels.model.bench`: ``python -m course bench model``, the step timed end to end.
+* :mod:`~kernels.model.records`: the benchmark's records read back, and the targets judged.
 
 The model is not an op of the registry: it is a user of it.
 """

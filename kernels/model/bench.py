@@ -25,6 +25,9 @@ A configuration whose kernels cannot run here is skipped with the registry's rea
 a CPU. On a CPU (no GPU) it runs the tiny model
 in fp32 (the Triton kernels in their interpreter, which computes bf16 wrongly): a check that the
 benchmark works, not a measurement of anything a GPU does.
+
+Reading the records back (step times, profile parts, loss curves, the verdicts, a GPU's
+committed records) is :mod:`kernels.model.records`; its names are imported here too.
 """
 
 from __future__ import annotations
@@ -39,18 +42,25 @@ from course_utils import env, results, timing
 from course_utils.plots import stamped_table
 from kernels.model import breakdown
 from kernels.model.config import COURSE, EAGER, GPT2_SMALL, STEPS, TINY, ModelConfig, Providers
+from kernels.model.records import (  # noqa: F401  (read from here: notebook 12, exercises)
+    LESSON,
+    RECORDED,
+    TARGET_LOSS,
+    loss_curves_from,
+    parts,
+    recorded,
+    step_times,
+    verdicts,
+)
 from kernels.model.train import Trainer, batch
 from kernels.model.transformer import Transformer
 from kernels.registry import KernelNotSupported
 
-LESSON = "model"
-RECORDED = "nvidia-h100-80gb-hbm3"  # whose committed records a CPU run shows
 GPU_SHAPES = ((1024, 8), (4096, 2))  # (sequence, batch): 8192 tokens a step each
 CPU_SHAPES = ((16, 2),)
 GPU_LR, SEED = 6e-4, 0  # GPT-2 small's learning rate
 LOSS_STEPS, LOSS_EVERY, LOSS_TAIL = 200, 20, 10  # the loss compared: the mean of the last 10
 CPU_LOSS_STEPS = 12  # (4 with --quick)
-TARGET_LOSS = 0.01  # all course kernels within 1% of eager's loss after LOSS_STEPS steps
 # the loss curves drawn: on a GPU two yardsticks of the target too: torch.compile's (its fused
 # kernels round in another order, as the course's do) and eager's in fp32 (no bf16 rounding at
 # all). How far does rounding alone move the loss after 200 steps? (On an H100 at 8a27582: the
@@ -295,123 +305,3 @@ def _loss_records(curves: dict, tag: str) -> list[results.Record]:
                                     round(final_loss(curve), 5), "loss", **peer))
     return found
 
-
-# -- reading the records ------------------------------------------------------------------------
-
-
-def _field(what: str, name: str) -> str:
-    return what.split(f" {name}=")[1].split()[0]
-
-
-def step_times(records: list[results.Record]) -> dict[int, dict[str, float]]:
-    """``{S: {config key: step ms}}`` from the records."""
-    found: dict[int, dict[str, float]] = {}
-    for r in records:
-        if r.what.startswith("step ") and r.unit == "ms":
-            found.setdefault(int(_field(r.what, "S")), {})[r.what.split()[1]] = r.value
-    return found
-
-
-def parts(records: list[results.Record], key: str, seq: int) -> dict[str, float]:
-    """``{part: ms}`` of configuration ``key``'s profile at sequence ``seq`` (launch gaps
-    included where recorded)."""
-    found = {}
-    for r in records:
-        if r.what.startswith(f"profile {key} ") and int(_field(r.what, "S")) == seq:
-            found[r.what.removeprefix(f"profile {key} ").split(" ", 1)[0]
-                  if "launch gaps" not in r.what else "launch gaps"] = r.value
-    return found
-
-
-def loss_curves_from(records: list[results.Record]) -> dict[str, dict[int, float]]:
-    """``{config key: {step: loss}}`` from the recorded loss points."""
-    found: dict[str, dict[int, float]] = {}
-    for r in records:
-        if r.what.startswith("loss ") and " step=" in r.what:
-            found.setdefault(r.what.split()[1], {})[int(_field(r.what, "step"))] = r.value
-    return found
-
-
-def verdicts(records: list[results.Record]) -> list[str]:
-    """The issue's targets read from ``records``, one line each."""
-    lines = []
-    times = step_times(records)
-    for seq, by_key in sorted(times.items()):
-        course, compiled, eager = (by_key.get(k) for k in ("all-course", "compile", "eager"))
-        if course and compiled:
-            lines.append(timing.verdict(f"S={seq}: all course kernels ≥ 1.0× torch.compile",
-                                        f"{compiled / course:.2f}×", compiled >= course,
-                                        "step times, same run"))
-        if course and eager and seq >= 4096:
-            lines.append(timing.verdict(f"S={seq}: all course kernels ≥ 1.3× eager",
-                                        f"{eager / course:.2f}×", eager >= 1.3 * course,
-                                        "step times, same run"))
-        # the step in one CUDA graph, against both compiled steps: compile's default mode (the
-        # issue's target) and its reduce-overhead mode, which replays CUDA graphs of its own
-        graphed = by_key.get("all-course-graph")
-        for key, what in (("compile", "torch.compile"),
-                          ("compile-ro", "torch.compile(mode='reduce-overhead')")):
-            if graphed and by_key.get(key):
-                lines.append(timing.verdict(
-                    f"S={seq}: all course kernels, step in one CUDA graph ≥ 1.0× {what}",
-                    f"{by_key[key] / graphed:.2f}× ({graphed:.2f} vs {by_key[key]:.2f} ms)",
-                    by_key[key] >= graphed, "step times, same run"))
-    peaks = {(r.what.split()[2], int(_field(r.what, "S"))): r.value for r in records
-             if r.what.startswith("peak memory ")}
-    squares = {int(_field(r.what, "S")): r.value for r in records
-               if r.what.startswith("saved S×S tensors eager ")}
-    for seq, square in sorted(squares.items()):
-        course, eager = peaks.get(("all-course", seq)), peaks.get(("eager", seq))
-        if course is not None and eager is not None and seq >= 4096:
-            lines.append(timing.verdict(
-                f"S={seq}: peak ≤ eager's minus its saved S×S tensors ({eager:,.0f} − "
-                f"{square:,.0f} = {eager - square:,.0f} MiB)", f"{course:,.0f} MiB",
-                course <= eager - square, "measured, same run"))
-    finals = {r.what.split()[2]: r for r in records if r.what.startswith("final loss ")}
-
-    def gap(key: str) -> float:
-        return abs(finals[key].value - finals[key].peer) / finals[key].peer
-
-    # how far rounding alone moves this run's loss: runs that differ only in how they round
-    sticks = [f"{who} ends {gap(key):.2%} from eager's" for key, who in
-              (("compile", "torch.compile"), ("fp32", "eager in fp32")) if key in finals
-              and finals[key].peer]
-    yardstick = "; rounding alone moves it: " + ", ".join(sticks) if sticks else ""
-    for key, who in (("all-course", ""), ("all-course-graph", ", the step in one CUDA graph")):
-        if key not in finals or not finals[key].peer:
-            continue
-        r = finals[key]
-        run = r.what.split(" after ")[1]
-        lines.append(timing.verdict(f"loss within {TARGET_LOSS:.0%} of eager's{who} ({run})",
-                                    f"{gap(key):.2%} apart ({r.value:.4f} vs {r.peer:.4f})",
-                                    gap(key) <= TARGET_LOSS, "the kernels round differently "
-                                    "in bf16 (same seed and data): " + _crossings(records)
-                                    + yardstick))
-    return lines
-
-
-def _crossings(records: list[results.Record]) -> str:
-    """How often the all-course loss curve crosses eager's, in words: curves that cross are
-    apart by the noise of their rounding, not by a wrong gradient (which keeps one side)."""
-    curves: dict[str, dict[int, float]] = {}
-    for r in records:
-        if r.what.startswith("loss ") and " step=" in r.what:
-            curves.setdefault(r.what.split()[1], {})[int(_field(r.what, "step"))] = r.value
-    eager, course = curves.get("eager", {}), curves.get("all-course", {})
-    steps = sorted(set(eager) & set(course))
-    signs = [course[s] < eager[s] for s in steps]
-    crossed = sum(a != b for a, b in zip(signs, signs[1:], strict=False))
-    return (f"the curves cross {crossed} times in {len(steps)} points, the course's "
-            f"{'below' if signs and signs[-1] else 'above'} eager's at the end")
-
-
-def recorded(slug: str = RECORDED) -> tuple[str, list[results.Record]]:
-    """(environment line, lesson 12's records) from ``docs/results/<slug>.json``;
-    FileNotFoundError when that GPU has not run ``make bench`` for this lesson yet."""
-    from course_utils import claims
-
-    data = claims.load(slug) if (env.RESULTS_DIR / f"{slug}.json").exists() else None
-    if data is None or not data.of(LESSON):
-        raise FileNotFoundError(f"no lesson 12 records for {slug} in {env.RESULTS_DIR}: "
-                                "`python -m course bench model` on that GPU writes them")
-    return data.environment_line(LESSON), data.of(LESSON)

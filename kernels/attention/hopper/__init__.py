@@ -12,6 +12,8 @@
   17's Gantt chart (softmax and the ping-pong's turns added);
 * :mod:`~kernels.attention.hopper.targets`: its target against SDPA's cuDNN backend, read from
   ``make bench``'s records, and its timelines saved for CPU students;
+* :mod:`~kernels.attention.hopper.scoreboard`: each step and backward version against cuDNN and
+  the Triton kernel, read from the records (the two lessons' takeaways open with it);
 * :mod:`~kernels.attention.hopper.registration`: what the registry gets (the steps, the
   last one with the backward);
 * ``gpu_run.py``: one GPU session (checks, timings, timeline, Nsight Compute, the backward's
