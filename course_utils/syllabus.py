@@ -139,7 +139,7 @@ LESSONS: tuple[Lesson, ...] = (
            ("attention", "hopper_attention"), ("dq_add", "quantize"),
            needs="a Hopper GPU (sm_90) for the backward, sm_89+ for fp8"),
     Lesson("distributed", "beyond_one_gpu", "Beyond one GPU", "systems", 70,
-           ("profiling", "model"), ("halves", "one_shot", "pipeline"),
+           ("profiling", "model"), ("halves", "fsdp_backward", "one_shot", "pipeline"),
            needs="2 GPUs for NCCL (every cell runs on 2 CPU processes with gloo)"),
 )
 
