@@ -87,7 +87,7 @@ class _Landed:
         return self.waited
 
 
-def _said(why: BaseException, source: str) -> str:
+def raised_in_answer(why: BaseException, source: str) -> str:
     """What an exception in the answer says, with the line of the answer it came from."""
     import traceback
 
@@ -154,7 +154,8 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
     try:
         exec(compile(source, "<your cell>", "exec"), vars(module))
     except Exception as why:
-        raise RuntimeError(f"{CASE}running your cell{CASE}{_said(why, source)}") from None
+        said = raised_in_answer(why, source)
+        raise RuntimeError(f"{CASE}running your cell{CASE}{said}") from None
     rank = dist.get_rank()
     timeout = datetime.timedelta(seconds=RANK_TIMEOUT_S)
     found = []
@@ -168,7 +169,7 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
         for dtype in DTYPES:
             for chunk in CHUNKS:
                 for call in range(CALLS):
-                    case = f"world size {world}, {_name(dtype)}, length {world * chunk}" + (
+                    case = f"world size {world}, {dtype_name(dtype)}, length {world * chunk}" + (
                         ", second call on new data" if call else "")
                     x = torch.randn(world * chunk, generator=g).to(dtype)
                     kept = x.clone()
@@ -176,7 +177,8 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
                     try:
                         got = module.mean_all_reduce(x)
                     except Exception as why:
-                        raise RuntimeError(f"{CASE}{case}{CASE}{_said(why, source)}") from None
+                        said = raised_in_answer(why, source)
+                        raise RuntimeError(f"{CASE}{case}{CASE}{said}") from None
                     found.append({"world": world, "dtype": dtype, "length": world * chunk,
                                   "case": case, "x": kept, "got": got,
                                   "returned": got.detach().clone()
@@ -187,11 +189,12 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
     return found
 
 
-def _serve(tasks: list, results) -> None:
+def _serve(tasks: list, results, rank_check, setup) -> None:
     """(A rank of the pool.) Each check's answer, from this rank's queue in ``tasks``, run by
-    :func:`_rank_check`, its records put in ``results``; until told to stop (None), or idle
-    for :data:`RANK_IDLE_S`. An answer that raises ends the pool (the launcher stops every
-    rank: the others may be waiting in a collective for this one)."""
+    ``rank_check`` (after ``setup``, once, where there is one), its records put in
+    ``results``; until told to stop (None), or idle for :data:`RANK_IDLE_S`. An answer that
+    raises ends the pool (the launcher stops every rank: the others may be waiting in a
+    collective for this one)."""
     import pickle
 
     import torch.distributed as dist
@@ -200,7 +203,8 @@ def _serve(tasks: list, results) -> None:
     rank = dist.get_rank()
     assert dist.get_world_size() == WORLDS[-1], (dist.get_world_size(), WORLDS)
     results.put(("started", rank, os.getpid()))
-    _patch_collectives()
+    if setup is not None:
+        setup()
     store = distributed_c10d._get_default_store()
     while True:
         try:
@@ -211,7 +215,7 @@ def _serve(tasks: list, results) -> None:
             return
         number, source, seed = task
         torch.set_default_dtype(torch.float32)  # (a cell may have changed it)
-        records = _rank_check(source, seed, store, number)
+        records = rank_check(source, seed, store, number)
         # pickled to bytes here: tensors then travel by value, not as this process's memory
         results.put(("done", rank, number, pickle.dumps(records)))
 
@@ -222,7 +226,8 @@ class _Pool:
     :data:`POOL_IDLE_S` of the last: a check then costs its collectives, not four processes
     that each import torch."""
 
-    def __init__(self):
+    def __init__(self, rank_check, setup):
+        self.rank_check, self.setup = rank_check, setup
         self.ranks = WORLDS[-1]
         ctx = torch.multiprocessing.get_context("spawn")
         self.tasks = [ctx.Queue() for _ in range(self.ranks)]
@@ -240,8 +245,8 @@ class _Pool:
         from kernels.distributed import launch
 
         try:
-            launch.run(_serve, self.ranks, self.tasks, self.results, timeout_s=POOL_LIFE_S,
-                       device="cpu")
+            launch.run(_serve, self.ranks, self.tasks, self.results, self.rank_check,
+                       self.setup, timeout_s=POOL_LIFE_S, device="cpu")
         except BaseException as why:  # noqa: BLE001  (the check waiting on the pool says it)
             self.failure = why
         finally:
@@ -301,15 +306,13 @@ class _Pool:
         return [found[r] for r in range(self.ranks)]
 
 
-_pool: _Pool | None = None
-_pool_lock = threading.Lock()
 
 
-def _name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit for bit (NaN where NaN)."""
     def bits(t):
         return t.detach().contiguous().view(-1).view(torch.uint8)
@@ -317,51 +320,71 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
 
 
-def _run_ranks(source: str, seed: int) -> list[list[dict]]:
-    """Every rank's records, from the pool (started where there is none, or it sat idle), or
-    Mismatch naming the case a rank failed in. A rank that fails outside the answer (gloo's
-    first connection between the ranks, seen failing on a busy 2-core machine) is the check's
-    trouble: once more on new ranks, then CannotCheck."""
-    global _pool
-    from kernels.distributed import launch
+class Ranks:
+    """A check's rank processes, kept between its checks (a :class:`_Pool`, started where there
+    is none or it sat idle), and what their failures mean for the student. ``rank_check`` runs
+    one answer on one rank and returns its records (``setup`` runs once in each rank first);
+    ``refusals`` maps a text a rank may fail with to what the student is told instead."""
 
-    for _ in range(2):
-        with _pool_lock:
-            if _pool is None or not _pool.usable():
-                if _pool is not None:
-                    _pool.stop()
-                _pool = _Pool()
-            try:
-                return _pool.run(source, seed)
-            except TimeoutError:
-                _pool = None
-                raise Mismatch(f"your function did not return within {CHECK_TIMEOUT_S} s on "
-                               f"{WORLDS[-1]} ranks: does it end, and does every rank call "
-                               "the same collectives in the same order?", HINT) from None
-            except launch.WorkerError as why:
-                _pool = None
-                text = str(why)
-            except BaseException:
-                _pool = None
-                raise
-        marked = re.search(f"{CASE}(.*?){CASE}(.*)", text)
-        if marked is not None:
-            break
-    else:
-        last = [ln.strip() for ln in text.splitlines() if ln.strip()][-1:]
-        raise CannotCheck(f"the check's {WORLDS[-1]} rank processes failed twice, outside your "
-                          f"function ({last[0] if last else text}): run the check again")
-    rank = re.search(r"--- rank (\d+) ---", text)
-    case, said = marked[1], marked[2].strip()
-    where = f"{case}, rank {rank[1] if rank else '?'}"
-    if REFUSED in said:
-        raise Mismatch(f"{where}: your function called dist.all_reduce: build it from "
-                       "reduce_scatter and all_gather", HINT) from None
-    if re.search(r"[Tt]imed? ?out", said):
-        raise Mismatch(f"{where}: a collective waited {RANK_TIMEOUT_S} s for another rank and "
-                       f"gave up ({said}): does every rank call the same collectives in the "
-                       "same order?", HINT) from None
-    raise Mismatch(f"{where}: your function raised {said}", HINT) from None
+    lock = threading.Lock()  # one check's answer in the rank processes at a time
+
+    def __init__(self, rank_check, hint: str, setup=None, refusals: dict[str, str] | None = None):
+        self.rank_check, self.hint, self.setup = rank_check, hint, setup
+        self.refusals = refusals or {}
+        self.pool: _Pool | None = None
+
+    def run(self, source: str, seed: int) -> list[list[dict]]:
+        """Every rank's records, or Mismatch naming the case a rank failed in. A rank that
+        fails outside the answer (gloo's first connection between the ranks, seen failing on a
+        busy 2-core machine) is the check's trouble: once more on new ranks, then
+        CannotCheck."""
+        from kernels.distributed import launch
+
+        for _ in range(2):
+            with Ranks.lock:
+                if self.pool is None or not self.pool.usable():
+                    if self.pool is not None:
+                        self.pool.stop()
+                    self.pool = _Pool(self.rank_check, self.setup)
+                try:
+                    return self.pool.run(source, seed)
+                except TimeoutError:
+                    self.pool = None
+                    raise Mismatch(f"your function did not return within {CHECK_TIMEOUT_S} s "
+                                   f"on {WORLDS[-1]} ranks: does it end, and does every rank "
+                                   "call the same collectives in the same order?",
+                                   self.hint) from None
+                except launch.WorkerError as why:
+                    self.pool = None
+                    text = str(why)
+                except BaseException:
+                    self.pool = None
+                    raise
+            marked = re.search(f"{CASE}(.*?){CASE}(.*)", text)
+            if marked is not None:
+                break
+        else:
+            last = [ln.strip() for ln in text.splitlines() if ln.strip()][-1:]
+            raise CannotCheck(f"the check's {WORLDS[-1]} rank processes failed twice, outside "
+                              f"your function ({last[0] if last else text}): run the check "
+                              "again")
+        rank = re.search(r"--- rank (\d+) ---", text)
+        case, said = marked[1], marked[2].strip()
+        where = f"{case}, rank {rank[1] if rank else '?'}"
+        for refused, told in self.refusals.items():
+            if refused in said:
+                raise Mismatch(f"{where}: {told}", self.hint) from None
+        if re.search(r"[Tt]imed? ?out", said):
+            raise Mismatch(f"{where}: a collective waited {RANK_TIMEOUT_S} s for another rank "
+                           f"and gave up ({said}): does every rank call the same collectives "
+                           "in the same order?", self.hint) from None
+        raise Mismatch(f"{where}: your function raised {said}", self.hint) from None
+
+
+# the halves check's ranks: every collective but the answer's halves refused in them
+RANKS = Ranks(_rank_check, HINT, setup=_patch_collectives, refusals={
+    REFUSED: "your function called dist.all_reduce: build it from reduce_scatter and "
+             "all_gather"})
 
 
 @exercise("distributed.halves", title="An all-reduce from a reduce-scatter and an all-gather",
@@ -383,7 +406,7 @@ def check_halves(mean_all_reduce, report) -> None:
         raise CannotCheck(f"cannot read the source of mean_all_reduce ({why}), so it cannot "
                           "be sent to the ranks: define it in a cell of its own") from None
     try:
-        ranks = _run_ranks(source, random.randrange(1 << 30))
+        ranks = RANKS.run(source, random.randrange(1 << 30))
     except OSError as why:  # no sockets or processes in this sandbox
         raise CannotCheck(f"cannot start {WORLDS[-1]} processes here: {why}") from None
     by_case: dict[str, list[tuple[int, dict]]] = {}
@@ -412,7 +435,7 @@ def check_halves(mean_all_reduce, report) -> None:
                     hint=HINT)
         first, got0 = rows[0][1]["returned"], rows[0][0]
         for rank, row in rows[1:]:
-            if not _same(row["returned"], first):
+            if not same_bits(row["returned"], first):
                 i = int(torch.nonzero(row["returned"] != first)[0])
                 raise Mismatch(f"{case}: rank {got0} and rank {rank} returned different "
                                f"bits at index {i} ({first[i].item()!r} and "
@@ -420,12 +443,12 @@ def check_halves(mean_all_reduce, report) -> None:
                                "tensor on every rank", HINT)
     for case, rows in by_case.items():
         for rank, row in rows:
-            expect(_same(row["got"].detach(), row["returned"]),
+            expect(same_bits(row["got"].detach(), row["returned"]),
                    f"{case}, rank {rank}: the tensor this call returned was changed by a later "
                    "call: it held the mean when returned, and something else after the next "
                    "call. Keep no buffer between calls: return a new tensor each time", HINT)
     report.line(f"on groups of {', '.join(map(str, WORLDS))} gloo processes, "
-                f"{', '.join(map(_name, DTYPES))}, chunks of {', '.join(map(str, CHUNKS))} "
+                f"{', '.join(map(dtype_name, DTYPES))}, chunks of {', '.join(map(str, CHUNKS))} "
                 f"elements per rank, each twice on new data: every rank holds the mean of every "
                 "rank's tensor, in its dtype, the same bits on every rank, from one "
                 "reduce-scatter and one awaited all-gather per call, and a returned tensor "

@@ -147,7 +147,7 @@ def check_fsdp_backward(shard_gradients, report) -> None:
                           "be sent to the ranks: define it in a cell of its own") from None
     seed = random.randrange(1 << 30)
     try:
-        records_of = ranks._run_ranks(source, seed)
+        records_of = ranks.RANKS.run(source, seed)
     except OSError as why:  # no sockets or processes in this sandbox
         raise CannotCheck(f"cannot start {WORLDS[-1]} processes here: {why}") from None
     by_case: dict[str, list[tuple[int, dict]]] = {}
@@ -162,7 +162,7 @@ def check_fsdp_backward(shard_gradients, report) -> None:
         for rank, row in rows:
             if row["part"] == "alone":
                 for i, (got, kept) in enumerate(zip(row["got"], row["returned"], strict=True)):
-                    expect(halves._same(got.detach(), kept), f"{case}, rank {rank}: the "
+                    expect(halves.same_bits(got.detach(), kept), f"{case}, rank {rank}: the "
                            f"gradient of parameter {i} this call returned was changed by a "
                            "later call: keep no buffer between calls (gradients accumulate "
                            "into the shards' .grad across micro-batches)", HINT)

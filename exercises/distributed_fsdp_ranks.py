@@ -3,28 +3,24 @@ what each gloo process runs, the model and data both sides build, and the pool t
 processes between checks.
 
 Why a module of its own: a rank imports what it runs from a module (a spawned process cannot
-import a notebook cell), and the check's own judging, in the parent, reads better without
-the rank machinery beside it. The ranks are :class:`exercises.distributed._Pool`'s (the halves
-check's pool, serving this check's :func:`_serve`): a check then costs its collectives, not
-four processes that each import torch. In each check every rank runs the answer in a group of
-each size of :data:`WORLDS` it fits in (one launch of 4: its first ranks form each smaller
-group), first alone on one unit (:func:`_alone`), then, where every rank's answer returned
-what FSDP can use, as the backward of :class:`kernels.distributed.fsdp.FSDP` in training
-(:func:`_training`); an exception in the answer ends the pool with its case named.
+import a notebook cell), and the check's own judging, in the parent, reads better without the
+rank machinery beside it. The ranks are an :class:`exercises.distributed.Ranks` of its own (the
+halves check's kind of pool, running this check's :func:`_rank_check`): a check then costs its
+collectives, not four processes that each import torch. In each check every rank runs the answer
+in a group of each size of :data:`WORLDS` it fits in (one launch of 4: its first ranks form each
+smaller group), first alone on one unit (:func:`_alone`), then, where every rank's answer
+returned what FSDP can use, as the backward of :class:`kernels.distributed.fsdp.FSDP` in
+training (:func:`_training`); an exception in the answer ends the pool with its case named.
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import re
 import types
 from collections import Counter
 
 import torch
 from torch import nn
 
-from exercises import CannotCheck, Mismatch
 from exercises import distributed as halves
 
 HINT = ("free first (unit.full = None); pad each g.float().flatten() to n·s with zeros and view "
@@ -104,7 +100,7 @@ def _data(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _fail(case: str, why: BaseException, source: str):
-    return RuntimeError(f"{halves.CASE}{case}{halves.CASE}{halves._said(why, source)}")
+    return RuntimeError(f"{halves.CASE}{case}{halves.CASE}{halves.raised_in_answer(why, source)}")
 
 
 def _alone(module, world: int, rank: int, seed: int) -> list[dict]:
@@ -117,7 +113,7 @@ def _alone(module, world: int, rank: int, seed: int) -> list[dict]:
     found = []
     for dtype in DTYPES:
         for call in range(CALLS):
-            case = (f"world size {world}, {halves._name(dtype)} gradients" +
+            case = (f"world size {world}, {halves.dtype_name(dtype)} gradients" +
                     (f", call {call + 1} on new data" if call else ""))
             grads = tuple((torch.randn(shape, generator=g) * scale * RANK_SCALE ** rank)
                           .to(dtype) for shape, scale in zip(SHAPES, SCALES, strict=True))
@@ -206,84 +202,8 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
     return found
 
 
-def _serve(tasks: list, results) -> None:
-    """(A rank of the pool.) :func:`exercises.distributed._serve`'s loop, for this check."""
-    import pickle
-
-    import torch.distributed as dist
-    from torch.distributed import distributed_c10d
-
-    rank = dist.get_rank()
-    results.put(("started", rank, os.getpid()))
-    store = distributed_c10d._get_default_store()
-    while True:
-        try:
-            task = tasks[rank].get(timeout=halves.RANK_IDLE_S)
-        except queue.Empty:
-            return
-        if task is None:
-            return
-        number, source, seed = task
-        torch.set_default_dtype(torch.float32)
-        results.put(("done", rank, number, pickle.dumps(_rank_check(source, seed, store,
-                                                                    number))))
-
-
-class _Pool(halves._Pool):
-    """The halves check's pool of ranks, serving this check."""
-
-    def _launch(self) -> None:
-        from kernels.distributed import launch
-
-        try:
-            launch.run(_serve, self.ranks, self.tasks, self.results,
-                       timeout_s=halves.POOL_LIFE_S, device="cpu")
-        except BaseException as why:  # noqa: BLE001  (the check waiting on the pool says it)
-            self.failure = why
-        finally:
-            self.results.put(("ended",))
-
-
-_pool: _Pool | None = None
-
-
-def _run_ranks(source: str, seed: int) -> list[list[dict]]:
-    """Every rank's records (:func:`exercises.distributed._run_ranks`, for this check)."""
-    global _pool
-    from kernels.distributed import launch
-
-    for _ in range(2):
-        with halves._pool_lock:
-            if _pool is None or not _pool.usable():
-                if _pool is not None:
-                    _pool.stop()
-                _pool = _Pool()
-            try:
-                return _pool.run(source, seed)
-            except TimeoutError:
-                _pool = None
-                raise Mismatch(f"your function did not return within {halves.CHECK_TIMEOUT_S} s "
-                               f"on {WORLDS[-1]} ranks: does every rank call the same "
-                               "collectives in the same order?", HINT) from None
-            except launch.WorkerError as why:
-                _pool, text = None, str(why)
-            except BaseException:
-                _pool = None
-                raise
-        marked = re.search(f"{halves.CASE}(.*?){halves.CASE}(.*)", text)
-        if marked is not None:
-            break
-    else:
-        last = [ln.strip() for ln in text.splitlines() if ln.strip()][-1:]
-        raise CannotCheck(f"the check's {WORLDS[-1]} rank processes failed twice, outside your "
-                          f"function ({last[0] if last else text}): run the check again")
-    rank = re.search(r"--- rank (\d+) ---", text)
-    where, said = f"{marked[1]}, rank {rank[1] if rank else '?'}", marked[2].strip()
-    if re.search(r"[Tt]imed? ?out", said):
-        raise Mismatch(f"{where}: a collective waited {halves.RANK_TIMEOUT_S} s for another "
-                       f"rank and gave up ({said}): does every rank call the same collectives "
-                       "in the same order?", HINT) from None
-    raise Mismatch(f"{where}: your function raised {said}", HINT) from None
+# this check's ranks: a pool of its own, run as the halves check runs its
+RANKS = halves.Ranks(_rank_check, HINT)
 
 
 def _one_process(seed: int) -> dict:

@@ -182,19 +182,19 @@ HALVES_BY_NAME = '''
 def test_halves_passes_get_world_size_imported_by_name_and_reuses_its_ranks():
     result = _check("distributed.halves", HALVES_BY_NAME, "by_name")
     assert result.status == "passed", str(result)
-    pool = distributed._pool
+    pool = distributed.RANKS.pool
     # an answer that raises on a rank ends the ranks; the next check starts new ones
     wrong = _check("distributed.halves", solutions.WRONG["distributed.halves"]["all_reduce"],
                    "wrong")
     assert wrong.status == "not yet" and "world size 1" in str(wrong), str(wrong)
-    assert distributed._pool is None
+    assert distributed.RANKS.pool is None
     again = _check("distributed.halves", HALVES_BY_NAME, "by_name")
     assert again.status == "passed", str(again)
-    assert pool is not None and distributed._pool is not pool
-    then = distributed._pool
+    assert pool is not None and distributed.RANKS.pool is not pool
+    then = distributed.RANKS.pool
     assert _check("distributed.halves", solutions.SOLUTIONS["distributed.halves"],
                   "solution").status == "passed"
-    assert distributed._pool is then  # (the same ranks: no new processes for this check)
+    assert distributed.RANKS.pool is then  # (the same ranks: no new processes for this check)
 
 
 def _shipped_globals(fn) -> dict:
