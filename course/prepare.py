@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from course_utils import env
+from course_utils import env, requirements
 
 
 def _extensions() -> list[tuple[str, Callable[[], object]]]:
@@ -130,7 +130,7 @@ def _run(label: str, fn: Callable[[], object]) -> bool:
 
 
 def _can_run(label: str, needs: list[str]) -> bool:
-    if reasons := env.unmet(*needs):
+    if reasons := requirements.unmet(*needs):
         print(f"{label:32s} skipped: {'; '.join(reasons)}", flush=True)
     return not reasons
 

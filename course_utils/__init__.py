@@ -6,7 +6,8 @@ interpreter on machines without a GPU; see :mod:`course_utils.env`). In a notebo
 """
 
 from course_utils import env
-from course_utils.env import DEFAULT_DEVICE, HAS_CUDA, device_info, environment, requires
+from course_utils.env import DEFAULT_DEVICE, HAS_CUDA, device_info, environment
+from course_utils.requirements import requires
 
 __all__ = ["DEFAULT_DEVICE", "HAS_CUDA", "device_info", "env", "environment", "requires"]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from course_utils import env
+from course_utils import env, requirements
 
 # The architecture to compile for when there is no GPU to ask (one arch keeps builds short).
 DEFAULT_ARCH = "9.0"
@@ -82,7 +82,7 @@ def arch_list() -> str:
 
 def check_toolchain(name: str) -> None:
     """Raise ``RuntimeError`` saying what is missing when ``name`` cannot be built here."""
-    if reason := "; ".join(env.unmet("nvcc", "cxx")):
+    if reason := "; ".join(requirements.unmet("nvcc", "cxx")):
         raise RuntimeError(f"cannot build {name!r}: {reason}")
 
 

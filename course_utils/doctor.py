@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_utils import env
+from course_utils import env, requirements
 
 NOTEBOOKS = env.ROOT / "notebooks"
 
@@ -42,7 +42,7 @@ class Lesson:
 
 def _reasons(reqs: tuple[str, ...]) -> list[str]:
     try:
-        return env.unmet(*reqs)
+        return requirements.unmet(*reqs)
     except ValueError as err:  # a typo in a notebook: the cell would fail, say so
         return [f"error: {err}"]
 
@@ -100,12 +100,12 @@ def machine_rows() -> list[tuple[str, str]]:
         peaks = ", ".join(f"{k} {v:g}" for k, v in info.peaks.items())
         rows.append(("datasheet peaks", peaks or "not in the course's table"))
     else:
-        rows += [("GPU", f"none: {'; '.join(env.unmet('cuda'))}"), ("CPU", info.name)]
+        rows += [("GPU", f"none: {'; '.join(requirements.unmet('cuda'))}"), ("CPU", info.name)]
     nvcc = env.nvcc_path()
     rows.append(("nvcc", f"{nvcc} (release {env.nvcc_version()})" if env.nvcc_version()
                  else "not found (set CUDA_HOME or put nvcc on PATH)"))
     rows.append(("CUDA_HOME", os.environ.get("CUDA_HOME", "(not set)")))
-    nvrtc = env.unmet("nvrtc")
+    nvrtc = requirements.unmet("nvrtc")
     rows.append(("NVRTC", "available" if not nvrtc else f"unavailable: {'; '.join(nvrtc)}"))
     triton = env.triton_version()
     if triton is None:
@@ -147,8 +147,8 @@ def lesson_rows(found: list[Lesson]) -> list[tuple[str, str, str]]:
 
 def requirement_rows() -> list[tuple[str, str]]:
     """Each name ``%%requires`` knows, with "met" or the reason it is not met here."""
-    names = [*env.REQUIREMENTS, env.device_info().arch or "sm_80"]
-    return [(name, "; ".join(env.unmet(name)) or "met") for name in names]
+    names = [*requirements.REQUIREMENTS, env.device_info().arch or "sm_80"]
+    return [(name, "; ".join(requirements.unmet(name)) or "met") for name in names]
 
 
 def output_rows(found: list[Lesson]) -> tuple[list[tuple[str, ...]], float]:

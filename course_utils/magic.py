@@ -8,22 +8,22 @@ the notebook goes on. Under that line it shows what the cell printed and drew on
 when ``docs/recordings/`` holds a recording of it (see :mod:`course_utils.recordings`), labelled
 with the device, torch, date and git revision, and marked stale if the cell changed since.
 Under ``COURSE_STRICT=1`` (``make test-gpu``) a missing requirement is an error, so a GPU run
-can never pass by skipping, except an optional extra (``env.OPTIONAL``: the CuTe DSL): the cell
-skips with its line, and the test run lists it at the end. An unknown requirement is always an
-error that lists the known ones.
+can never pass by skipping, except an optional extra (``requirements.OPTIONAL``: the CuTe
+DSL): the cell skips with its line, and the test run lists it at the end. An unknown
+requirement is always an error that lists the known ones.
 """
 
 from __future__ import annotations
 
-from course_utils import env
+from course_utils import requirements
 
 
 def requires_magic(line: str, cell: str, ipython=None) -> None:
     names = line.replace(",", " ").split()
     if not names:
         raise ValueError(f"%%requires needs at least one requirement; known: "
-                         f"{env.known_requirements()}")
-    if not env.requires(*names):
+                         f"{requirements.known_requirements()}")
+    if not requirements.requires(*names):
         # what the cell showed on a GPU, when the course has a recording of it
         from course_utils import recordings
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from course_utils import cuda_ext, env
 
 NOTEBOOKS = env.ROOT / "notebooks"
-# the one line course_utils.env.requires prints for an unmet requirement
+# the one line course_utils.requirements.requires prints for an unmet requirement
 SKIP_LINE = re.compile(r"^skipped this cell: needs (.+)$", re.MULTILINE)
 COLD_BUILD_TAG = "cold-build"  # a cell that times a cold build on purpose (see above)
 LECTURE_SECONDS = 60  # what lecture mode promises per notebook, cold-build cells apart

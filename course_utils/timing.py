@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils import env
+from course_utils import env, requirements
 
 
 @dataclass(frozen=True)
@@ -284,7 +284,7 @@ def _check_graph_args(who: str, fn: object, **counts: int) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{who}({arg}=...) expected an int >= {least}, got {value!r}")
     if not env.HAS_CUDA:
-        why = "; ".join(env.unmet("cuda")) or "env.HAS_CUDA is False"
+        why = "; ".join(requirements.unmet("cuda")) or "env.HAS_CUDA is False"
         raise ValueError(f"{who} needs a CUDA GPU, as a CUDA graph records GPU work: {why}")
 
 

@@ -14,7 +14,7 @@ from unittest import mock
 
 import torch
 
-from course_utils import env
+from course_utils import env, requirements
 
 
 class Mismatch(Exception):
@@ -167,7 +167,7 @@ def bandwidth_verdict(report: Report, fn: Callable, args: Sequence, nbytes: int,
     return gbs / copy
 
 
-def needs(*requirements: str) -> None:
-    """:class:`CannotCheck` with the reason unless this machine meets ``requirements``."""
-    if reasons := env.unmet(*requirements):
-        raise CannotCheck(f"this check needs {' '.join(requirements)}: {'; '.join(reasons)}")
+def needs(*names: str) -> None:
+    """:class:`CannotCheck` with the reason unless this machine meets the requirements named."""
+    if reasons := requirements.unmet(*names):
+        raise CannotCheck(f"this check needs {' '.join(names)}: {'; '.join(reasons)}")

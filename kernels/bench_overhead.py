@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils import cuda_libs, env, nvrtc, plots, results, timing
+from course_utils import cuda_libs, env, nvrtc, plots, requirements, results, timing
 
 LESSON = "byok.launch"
 CALLS = 200
@@ -259,7 +259,8 @@ def measure(quick: bool = False) -> list[Row]:
               lambda: _layers_fp64(MATMUL_SIZE)]
     if _hopper():
         groups += [lambda v=v: _layers_wgmma(MATMUL_SIZE, v) for v in ("bf16", "fp8_e4m3")]
-    if not env.unmet("triton-gpu"):  # the Triton kernels of lessons 09 and 10 (and 12's model)
+    # the Triton kernels of lessons 09 and 10 (and 12's model)
+    if not requirements.unmet("triton-gpu"):
         groups += [lambda: _layers_attention(*ATTENTION_SHAPE),
                    lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=False),
                    lambda: _layers_rmsnorm(*RMSNORM_SHAPE, backward=True)]

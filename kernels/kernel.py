@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from course_utils import env
+from course_utils import env, requirements
 
 Problem = tuple[torch.Tensor, ...]
 
@@ -123,7 +123,7 @@ class Kernel:
 
     def unavailable(self) -> str | None:
         """Why this kernel cannot run on this machine at all (None: it can, for some inputs)."""
-        reasons = env.unmet(*self.needs)
+        reasons = requirements.unmet(*self.needs)
         if not reasons and self.min_capability is not None and env.HAS_CUDA:
             have = env.device_info().capability
             if have < self.min_capability:
@@ -131,7 +131,7 @@ class Kernel:
                 reasons.append(f"needs sm_{major}{minor}+; this GPU is {env.device_info().arch}")
         needs_gpu = self.devices == ("cuda",) or self.min_capability is not None
         if not reasons and needs_gpu and not env.HAS_CUDA:
-            reasons.extend(env.unmet("cuda"))
+            reasons.extend(requirements.unmet("cuda"))
         return "; ".join(reasons) or None
 
     def supports(self, *args: Any) -> str | None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from course_utils import env
+from course_utils import env, requirements
 from kernels.kernel import (
     OPS,
     Case,
@@ -93,9 +93,9 @@ def _check_fields(kernel: Kernel) -> None:
         raise ValueError(f"{who}: min_capability expected (major, minor), e.g. (8, 0), "
                          f"got {cap!r}")
     for need in kernel.needs:
-        if not env.is_requirement(need):
+        if not requirements.is_requirement(need):
             raise ValueError(f"{who}: needs expected requirement names "
-                             f"({env.known_requirements()}), got {need!r}")
+                             f"({requirements.known_requirements()}), got {need!r}")
     if missing := [key for key in spec.meta_keys if key not in kernel.meta]:
         wanted = "; ".join(f"{k}: {spec.meta_keys[k]}" for k in missing)
         raise ValueError(f"{who}: meta expected the keys that {kernel.op}'s filters use "

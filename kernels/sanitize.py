@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 import kernels
-from course_utils import env, sanitizer
+from course_utils import env, requirements, sanitizer
 from kernels.registry import OPS, Case, Kernel
 
 CUDA_NEEDS = {"nvcc", "nvrtc"}
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workload is not None:  # the child under the sanitizer
         return workload(args.workload)
-    if reasons := env.unmet("cuda"):
+    if reasons := requirements.unmet("cuda"):
         print(f"sanitize: needs a CUDA GPU: {'; '.join(reasons)}", file=sys.stderr)
         return 2
     if sanitizer.path() is None:

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import env, shared_gpu
+from course_utils import env, requirements, shared_gpu
 
 
 def pytest_configure(config):
     # The controller picks the log; xdist workers and the notebook kernels they start inherit
-    # the variable, and env.requires appends a line there for each optional-extra skip.
-    if env.OPTIONAL_SKIP_LOG not in os.environ:
+    # the variable, and requirements.requires appends a line there for each optional-extra skip.
+    if requirements.OPTIONAL_SKIP_LOG not in os.environ:
         log = env.var_dir("pytest") / f"optional-skips-{os.getpid()}.log"
         log.unlink(missing_ok=True)
-        os.environ[env.OPTIONAL_SKIP_LOG] = str(log)
+        os.environ[requirements.OPTIONAL_SKIP_LOG] = str(log)
         config._course_optional_log = log
 
 
@@ -46,12 +46,12 @@ def pytest_collection_modifyitems(config, items):
     if env.HAS_CUDA:
         # a test of two ranks on one GPU's machine skips, strict or not (fewer GPUs than
         # ranks is the normal GPU box); with no GPU at all it is a GPU test like the others
-        if reasons := env.unmet("gpus2"):
+        if reasons := requirements.unmet("gpus2"):
             for item in items:
                 if "gpus2" in item.keywords:
                     item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
         return
-    reason = f"needs a CUDA GPU: {'; '.join(env.unmet('cuda'))}"
+    reason = f"needs a CUDA GPU: {'; '.join(requirements.unmet('cuda'))}"
     for item in items:
         if "gpu" in item.keywords or "gpus2" in item.keywords:
             if env.STRICT:

@@ -22,10 +22,10 @@ import time
 
 import pytest
 
-from course_utils import cuda_ext, env
+from course_utils import cuda_ext, env, requirements
 
-needs_toolchain = pytest.mark.skipif(bool(env.unmet("nvcc", "cxx")),
-                                     reason="; ".join(env.unmet("nvcc", "cxx")) or "ok")
+needs_toolchain = pytest.mark.skipif(bool(requirements.unmet("nvcc", "cxx")),
+                                     reason="; ".join(requirements.unmet("nvcc", "cxx")) or "ok")
 
 PROBE_CPP = 'extern "C" int course_race_answer() { return 42; }\n'
 PROBE_CU = r"""

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import env
+from course_utils import env, requirements
 from kernels.matmul.fp64 import DESIGN_SPACE, bench, generate, interface, nvrtc_gemm, triton_gemm
 
 DEVICE = env.DEFAULT_DEVICE
@@ -61,7 +61,7 @@ def test_refusals_are_reasons_and_malformed_problems_value_errors():
 
 def test_the_cute_dsl_kernels_say_how_to_get_the_dsl():
     reason = kernels.get_kernel("matmul", "cute_dsl", "fp64 16x16").unavailable()
-    if env.unmet("cute-dsl"):
+    if requirements.unmet("cute-dsl"):
         assert "pip install nvidia-cutlass-dsl" in reason
     else:
         assert reason == (None if env.HAS_CUDA else "no CUDA GPU (torch.cuda.is_available() "
@@ -75,7 +75,7 @@ def test_triton_gemm_with_k_not_a_multiple_of_the_k_step():
                                atol=1e-12, rtol=1e-12)
 
 
-@pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="NVRTC is not available")
+@pytest.mark.skipif(bool(requirements.unmet("nvrtc")), reason="NVRTC is not available")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_nvrtc_tile_compiles_to_an_fp64_fma_loop(arch):
     for tile in DESIGN_SPACE["nvrtc"]:

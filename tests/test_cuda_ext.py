@@ -7,11 +7,11 @@ var/build/, so notebook 05 and these tests share one compile per CI run.
 import pytest
 import torch
 
-from course_utils import cuda_ext, env
+from course_utils import cuda_ext, env, requirements
 from kernels.gelu import extension
 
-pytestmark = pytest.mark.skipif(bool(env.unmet("nvcc", "cxx")),
-                                reason="; ".join(env.unmet("nvcc", "cxx")) or "ok")
+pytestmark = pytest.mark.skipif(bool(requirements.unmet("nvcc", "cxx")),
+                                reason="; ".join(requirements.unmet("nvcc", "cxx")) or "ok")
 
 
 @pytest.fixture(scope="module", params=["setup.py", "load_inline"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import exercises
-from course_utils import env
+from course_utils import env, requirements
 from exercises import (
     Mismatch,
     access_checks,
@@ -163,7 +163,7 @@ def test_a_partial_shuffle_mask_is_read_from_the_ptx():
 
 
 def test_silu_without_a_gpu_is_decided_on_the_cpu():
-    if env.HAS_CUDA or env.unmet("nvrtc"):
+    if env.HAS_CUDA or requirements.unmet("nvrtc"):
         pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
     names = exercises.load_cell(solutions.answers()["cuda_gelu.silu"][0], "silu_cpu")
     result = exercises.run_check("cuda_gelu.silu", names["SILU_SOURCE"])
@@ -177,7 +177,7 @@ def test_a_warp_sum_under_activemask_gets_not_yet_on_the_cpu():
     """__activemask() promises no convergence: in the CPU runner's shuffled run it names the
     calling lane alone, and a shuffle under that mask reads a lane it does not name (the blind
     answer of exercises/solutions/blind); the full-mask solution passes in every order."""
-    if env.HAS_CUDA or env.unmet("nvrtc"):
+    if env.HAS_CUDA or requirements.unmet("nvrtc"):
         pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
     id = "cuda_gelu.warp_sum"
     wrong = solutions.blind_answers()[id]["shuffle mask from __activemask() instead of the full "

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from course_utils import env
+from course_utils import requirements
 from kernels.distributed import collectives, launch
 
 
@@ -95,13 +95,13 @@ def test_collectives_compute_what_they_claim():
 
 
 def test_gpus2_requirement():
-    assert env.is_requirement("gpus2")
-    reasons = env.unmet("gpus2")
+    assert requirements.is_requirement("gpus2")
+    reasons = requirements.unmet("gpus2")
     if torch.cuda.device_count() >= 2:
         assert reasons == []
     else:
         assert reasons and ("GPU" in reasons[0])
-    assert not env.too_few_gpus("cuda")
+    assert not requirements.too_few_gpus("cuda")
 
 
 @pytest.mark.gpus2

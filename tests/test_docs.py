@@ -80,3 +80,18 @@ def test_the_term_teaches_every_lesson():
 def test_a_missing_section_is_named():
     with pytest.raises(ValueError, match="has no section starting with 'nope'"):
         plans.part_sections(("fusion", ("nope",)))
+
+
+def test_the_guide_counts_the_lessons_the_syllabus_has():
+    # the guide's opening counts the lessons, the core path, the tracks and the labs in words
+    # and numbers: a lesson added or moved in the syllabus must not leave it counting the old
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+             "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+             "seventeen", "eighteen", "nineteen", "twenty", "twenty-one", "twenty-two"]
+    opening = (ROOT / "docs/teaching.md").read_text().split("\n\n")[1]
+    core = [le for le in syllabus.LESSONS if le.track == "core"]
+    labs = ", ".join(f"{le.number:02d}" for le in syllabus.LESSONS if le.kind == "lab")
+    assert f"The course is {words[len(syllabus.LESSONS)]} lessons" in opening
+    assert f"The first {words[len(core)]} are the **core path**" in opening
+    assert f"the last {words[len(syllabus.LESSONS) - len(core)]} are **optional" in opening
+    assert f"Labs ({labs}) are" in opening

@@ -2,7 +2,7 @@
 
 import nbformat
 
-from course_utils import doctor, env
+from course_utils import doctor, env, requirements
 
 
 def _notebook(path, *sources):
@@ -33,12 +33,12 @@ def test_lesson_table_says_what_falls_back_and_why(tmp_path):
     else:
         verdict, detail = rows["02_gpu"]
         assert verdict == "falls back (2 of 2 cells skip)"
-        assert detail == f"needs cuda (2×): {env.unmet('cuda')[0]}"
+        assert detail == f"needs cuda (2×): {requirements.unmet('cuda')[0]}"
     verdict, detail = rows["03_mixed"]
     # each requirement line once with its count, each distinct reason once
     assert verdict.startswith("falls back (")
     assert "sm_999 (1×)" in detail
-    for reason in env.unmet("sm_999"):
+    for reason in requirements.unmet("sm_999"):
         assert detail.count(reason) == 1
 
 
@@ -64,9 +64,9 @@ def test_no_notebooks_is_an_error(tmp_path):
 
 def test_every_requirement_name_is_listed_with_its_status():
     rows = dict(doctor.requirement_rows())
-    assert set(env.REQUIREMENTS) <= set(rows)
+    assert set(requirements.REQUIREMENTS) <= set(rows)
     for name, status in rows.items():
-        assert status == ("; ".join(env.unmet(name)) or "met")
+        assert status == ("; ".join(requirements.unmet(name)) or "met")
 
 
 def test_output_rows_count_real_and_skipped_cells(tmp_path):

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import exercises
-from course_utils import env
+from course_utils import env, requirements
 from exercises import hopper_backward_dq_add as dq
 from exercises import hopper_backward_dq_add_probe as probe
 from exercises.solutions.hopper_backward import SOLUTIONS, WRONG
 from kernels.attention.hopper import bwd
 
 ID = "hopper_backward.dq_add"
-needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
+needs_nvrtc = pytest.mark.skipif(bool(requirements.unmet("nvrtc")), reason="needs NVRTC")
 
 def _answer(source: str) -> str:
     return exercises.load_cell(source, "test_13_dq_add")["DQ_ADD"]

@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from course_utils import env
+from course_utils import env, requirements
 
 
 def test_default_device_matches_torch():
@@ -21,7 +21,7 @@ def test_triton_runs_in_its_interpreter_without_a_gpu():
 
 
 def test_cuda_requirement_has_a_reason_exactly_when_there_is_no_gpu():
-    reasons = env.unmet("cuda")
+    reasons = requirements.unmet("cuda")
     if env.HAS_CUDA:
         assert reasons == []
     else:
@@ -29,16 +29,18 @@ def test_cuda_requirement_has_a_reason_exactly_when_there_is_no_gpu():
 
 
 def test_arch_requirements_compare_compute_capability():
-    assert env.unmet("sm_999")  # no GPU has that, on any machine
+    assert requirements.unmet("sm_999")  # no GPU has that, on any machine
     if env.HAS_CUDA:
-        assert env.unmet(env.device_info().arch) == []
-        assert env.unmet("sm_999") == [f"needs sm_999+; this GPU is {env.device_info().arch}"]
-    assert env.unmet("SM90") == env.unmet("sm_90")  # case and underscore do not matter
+        assert requirements.unmet(env.device_info().arch) == []
+        arch = env.device_info().arch
+        assert requirements.unmet("sm_999") == [f"needs sm_999+; this GPU is {arch}"]
+    # case and underscore do not matter
+    assert requirements.unmet("SM90") == requirements.unmet("sm_90")
 
 
 def test_unknown_requirement_lists_the_known_ones():
     with pytest.raises(ValueError) as err:
-        env.unmet("cuda", "gpux")
+        requirements.unmet("cuda", "gpux")
     message = str(err.value)
     assert "'gpux'" in message
     for known in ("cuda", "nvcc", "nvrtc", "triton-gpu", "sm_XY"):
@@ -46,21 +48,21 @@ def test_unknown_requirement_lists_the_known_ones():
 
 
 def test_requires_prints_one_line_and_returns_false(monkeypatch, capsys):
-    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
-    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setitem(requirements.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "always", lambda: None)
     monkeypatch.setattr(env, "STRICT", False)
-    assert env.requires("always") is True
+    assert requirements.requires("always") is True
     assert capsys.readouterr().out == ""
-    assert env.requires("always", "never") is False
+    assert requirements.requires("always", "never") is False
     assert capsys.readouterr().out == ("skipped this cell: needs always never: "
                                        "the test says no\n")
 
 
 def test_strict_mode_makes_an_unmet_requirement_an_error(monkeypatch):
-    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "never", lambda: "the test says no")
     monkeypatch.setattr(env, "STRICT", True)
-    with pytest.raises(env.RequirementError, match="the test says no.*COURSE_STRICT=1"):
-        env.requires("never")
+    with pytest.raises(requirements.RequirementError, match="the test says no.*COURSE_STRICT=1"):
+        requirements.requires("never")
 
 
 def test_device_slug():
@@ -112,11 +114,11 @@ def test_nvcc_needs_a_cuda_build_of_torch(monkeypatch):
     # nvcc alone is not enough: torch's extension builder needs a CUDA build of torch
     monkeypatch.setattr(env, "nvcc_version", lambda: "13.0")
     monkeypatch.setattr(env.torch.version, "cuda", None)
-    assert "CPU-only build" in env.unmet("nvcc")[0]
+    assert "CPU-only build" in requirements.unmet("nvcc")[0]
     monkeypatch.setattr(env.torch.version, "cuda", "13.0")
-    assert env.unmet("nvcc") == []
+    assert requirements.unmet("nvcc") == []
     monkeypatch.setattr(env, "nvcc_version", lambda: None)
-    assert "nvcc not found" in env.unmet("nvcc")[0]
+    assert "nvcc not found" in requirements.unmet("nvcc")[0]
 
 
 def test_a_child_python_imports_the_course_from_this_checkout(monkeypatch):
@@ -135,31 +137,31 @@ def test_a_child_python_imports_the_course_from_this_checkout(monkeypatch):
 @pytest.fixture
 def optional_log(monkeypatch, tmp_path):
     log = tmp_path / "optional.log"
-    monkeypatch.setenv(env.OPTIONAL_SKIP_LOG, str(log))
-    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
-    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setenv(requirements.OPTIONAL_SKIP_LOG, str(log))
+    monkeypatch.setitem(requirements.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setitem(requirements.REQUIREMENTS, "never", lambda: "the test says no")
     monkeypatch.setattr(env, "STRICT", True)
     return log
 
 
 def test_strict_mode_lets_a_missing_optional_extra_skip(monkeypatch, capsys, optional_log):
-    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
-    assert env.requires("always", "cute-dsl") is False
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
+    assert requirements.requires("always", "cute-dsl") is False
     line = "skipped this cell: needs always cute-dsl: CuTe DSL is not installed (an optional extra)"
     assert capsys.readouterr().out == line + "\n"
     assert optional_log.read_text() == line + "\n"
 
 
 def test_strict_mode_with_the_extra_installed_runs_the_cell(monkeypatch, capsys, optional_log):
-    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: None)
-    assert env.requires("always", "cute-dsl") is True
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cute-dsl", lambda: None)
+    assert requirements.requires("always", "cute-dsl") is True
     assert capsys.readouterr().out == "" and not optional_log.exists()
 
 
 def test_strict_mode_still_fails_on_a_required_one_beside_an_extra(monkeypatch, optional_log):
-    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
-    with pytest.raises(env.RequirementError, match="the test says no.*COURSE_STRICT=1"):
-        env.requires("never", "cute-dsl")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cute-dsl", lambda: "CuTe DSL is not installed")
+    with pytest.raises(requirements.RequirementError, match="the test says no.*COURSE_STRICT=1"):
+        requirements.requires("never", "cute-dsl")
     assert not optional_log.exists()
 
 
@@ -169,9 +171,9 @@ def test_optional_extras_are_split_from_the_requirements():
         return {re.split(r"[<>=\[ ]", ln.strip())[0] for ln in lines
                 if ln.strip() and not ln.startswith(("#", "-"))}
 
-    assert set(env.OPTIONAL.values()) <= packages("requirements-optional.txt")
-    assert not set(env.OPTIONAL.values()) & packages("requirements.txt")
-    assert all(env.is_requirement(name) for name in env.OPTIONAL)
+    assert set(requirements.OPTIONAL.values()) <= packages("requirements-optional.txt")
+    assert not set(requirements.OPTIONAL.values()) & packages("requirements.txt")
+    assert all(requirements.is_requirement(name) for name in requirements.OPTIONAL)
 
 
 def test_the_test_summary_lists_optional_skips(tmp_path):

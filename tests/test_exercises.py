@@ -280,10 +280,10 @@ def test_untouched_notebook_stubs_say_not_attempted_in_ipython(lesson, capsys):
 
 def test_what_the_gpu_children_compile_compiles_here(tmp_path):
     # the children of lesson 05 run only on a GPU; what they hand to NVRTC is checked here
-    from course_utils import env, nvrtc
+    from course_utils import nvrtc, requirements
     from exercises import cuda_gelu
 
-    if env.unmet("nvrtc"):
+    if requirements.unmet("nvrtc"):
         pytest.skip("needs NVRTC")
     nvrtc.compile(cuda_gelu.SCALE_CU, "scale", arch="sm_90", **cuda_gelu.SCALE_OPTIONS)
     silu = exercises.load_cell(ANSWERS["cuda_gelu.silu"][0], "child")["SILU_SOURCE"]

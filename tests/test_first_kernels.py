@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import device_stdout, env
+from course_utils import device_stdout, env, requirements
 from exercises import first_kernels as first_kernels_exercises
 from exercises import nvrtc
 from kernels import first_kernels
@@ -18,7 +18,7 @@ from kernels.histogram import nvrtc as histogram_nvrtc
 def _report(compiled):
     from course_utils import sass
 
-    if reason := env.unmet("nvrtc", "disasm"):
+    if reason := requirements.unmet("nvrtc", "disasm"):
         pytest.skip("; ".join(reason))
     return sass.report(compiled)
 
@@ -90,7 +90,7 @@ def test_the_divergence_map_check_rejects_a_lane_parity_and_accepts_the_solution
         [64 * (t // 64) + 2 * (t % 32) + (t // 32) % 2 for t in range(threads)])
     with pytest.raises(Mismatch, match="both even and odd"):
         nvrtc.expect_warp_uniform([t ^ 1 for t in range(threads)])
-    if not env.unmet("nvrtc"):  # NVRTC evaluates the same map at compile time
+    if not requirements.unmet("nvrtc"):  # NVRTC evaluates the same map at compile time
         assert nvrtc._element_table(solution["ELEMENT_OF"])[:4] == [0, 2, 4, 6]
 
 
@@ -101,7 +101,7 @@ def test_int32_offsets_get_not_yet_past_2_31_elements_on_the_cpu():
     import exercises
     from exercises import solutions
 
-    if env.HAS_CUDA or env.unmet("nvrtc"):
+    if env.HAS_CUDA or requirements.unmet("nvrtc"):
         pytest.skip("the CPU verdict, on a machine with NVRTC and no GPU")
     id = "first_kernels.flip_rows"
     wrong = solutions.blind_answers()[id]["element offsets in 32-bit int (overflow past 2^31 "

@@ -95,8 +95,6 @@ def test_the_migration_rewrites_old_imports():
 # --------------------------------------------------------------------------------------------
 
 KNOWN_CIRCLES = {
-    # a requirement predicate in env imports what it asks about
-    frozenset({"course_utils.env", "course_utils.ncu", "course_utils.plots"}),
     # an op's __init__ defines it and imports its providers, which import its dtypes back
     frozenset({"exercises.hopper_attention", "exercises.hopper_attention_gpu"}),
     frozenset({"exercises.puzzle_checks", "exercises.puzzles", "exercises.triton_tools"}),

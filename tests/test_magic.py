@@ -3,15 +3,15 @@
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from course_utils import env
+from course_utils import env, requirements
 
 
 @pytest.fixture
 def shell(monkeypatch):
     ip = InteractiveShell.instance()
     ip.run_cell("%load_ext course_utils")
-    monkeypatch.setitem(env.REQUIREMENTS, "always", lambda: None)
-    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "always", lambda: None)
+    monkeypatch.setitem(requirements.REQUIREMENTS, "never", lambda: "the test says no")
     monkeypatch.setattr(env, "STRICT", False)
     ip.user_ns.pop("ran", None)
     return ip
@@ -49,7 +49,7 @@ def test_strict_mode_turns_a_skip_into_an_error(shell, monkeypatch):
     monkeypatch.setattr(env, "STRICT", True)
     result = shell.run_cell("%%requires never\nran = True")
     assert not result.success
-    assert isinstance(result.error_in_exec, env.RequirementError)
+    assert isinstance(result.error_in_exec, requirements.RequirementError)
     assert "COURSE_STRICT=1" in str(result.error_in_exec)
     assert "ran" not in shell.user_ns
 
@@ -79,8 +79,8 @@ def test_a_failing_cell_under_requires_fails(shell):
 def test_strict_mode_and_an_optional_extra(shell, monkeypatch, capsys, tmp_path, installed):
     # a GPU box without the CuTe DSL is the normal case: the cell skips, the notebook goes on
     monkeypatch.setattr(env, "STRICT", True)
-    monkeypatch.setenv(env.OPTIONAL_SKIP_LOG, str(tmp_path / "optional.log"))
-    monkeypatch.setitem(env.REQUIREMENTS, "cute-dsl",
+    monkeypatch.setenv(requirements.OPTIONAL_SKIP_LOG, str(tmp_path / "optional.log"))
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cute-dsl",
                         lambda: None if installed else "CuTe DSL is not installed")
     result = shell.run_cell("%%requires always cute-dsl\nran = True")
     assert result.success

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from course_utils import env, ncu
+from course_utils import env, ncu, requirements
 
 matplotlib.use("Agg")
 
@@ -148,9 +148,9 @@ def test_profile_checks_its_arguments(monkeypatch):
 
 
 def test_requirement_is_known():
-    assert env.is_requirement("ncu")
+    assert requirements.is_requirement("ncu")
     if not env.HAS_CUDA:
-        assert env.unmet("ncu") == env.unmet("cuda")
+        assert requirements.unmet("ncu") == requirements.unmet("cuda")
 
 
 @pytest.mark.gpu

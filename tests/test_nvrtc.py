@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import env, nvrtc
+from course_utils import env, nvrtc, requirements
 
 pytestmark = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                 reason=f"NVRTC unavailable: {nvrtc.unavailable_reason()}")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
 ARCHS = ("sm_80", "sm_89", "sm_90")
 SOURCES = nvrtc.kernel_sources()
 # axpy.cu includes <cuda/std/...>: a CUDA toolkit or the nvidia-cuda-cccl wheel provides them
-LIBCUDACXX_MISSING = "; ".join(env.unmet("libcu++"))
+LIBCUDACXX_MISSING = "; ".join(requirements.unmet("libcu++"))
 needs_libcudacxx = pytest.mark.skipif(bool(LIBCUDACXX_MISSING), reason=LIBCUDACXX_MISSING)
 
 
@@ -364,7 +364,7 @@ def test_launching_without_a_gpu_says_so(cache):
 
 
 def test_nvrtc_requirement_is_met_here():
-    assert env.unmet("nvrtc") == []
+    assert requirements.unmet("nvrtc") == []
     assert nvrtc.version() >= (11, 0)
 
 

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import exercises
-from course_utils import env
+from course_utils import requirements
 from exercises import hopper_attention, hopper_attention_gpu
 from exercises.solutions.hopper_attention import PASS_ID, SOLUTIONS, WAIT_ID
 from kernels.attention.hopper import fwd
 
-needs_nvrtc = pytest.mark.skipif(bool(env.unmet("nvrtc")), reason="needs NVRTC")
+needs_nvrtc = pytest.mark.skipif(bool(requirements.unmet("nvrtc")), reason="needs NVRTC")
 
 
 def _shipped_turns() -> str:

@@ -6,10 +6,10 @@ import threading
 import pytest
 
 from course import prepare
-from course_utils import env, nvrtc
+from course_utils import env, nvrtc, requirements
 
 
-@pytest.mark.skipif(bool(env.unmet("nvrtc", "libcu++")), reason="needs NVRTC and libcu++")
+@pytest.mark.skipif(bool(requirements.unmet("nvrtc", "libcu++")), reason="needs NVRTC and libcu++")
 def test_nvrtc_step_fills_the_cache(tmp_path):
     with nvrtc.use_cache_dir(tmp_path):
         nvrtc.clear_memory_cache()
@@ -26,8 +26,8 @@ def test_nvrtc_step_fills_the_cache(tmp_path):
 
 def test_a_step_that_cannot_run_says_why(monkeypatch, capsys):
     monkeypatch.setattr(prepare, "_extensions", lambda: [])
-    monkeypatch.setitem(env.REQUIREMENTS, "nvrtc", lambda: "no NVRTC in this test")
-    monkeypatch.setitem(env.REQUIREMENTS, "cuda", lambda: "no GPU in this test")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "nvrtc", lambda: "no NVRTC in this test")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cuda", lambda: "no GPU in this test")
     assert prepare.main([]) == 0
     out = capsys.readouterr().out
     assert "NVRTC kernels" in out and "skipped: no NVRTC in this test" in out
@@ -37,10 +37,10 @@ def test_a_step_that_cannot_run_says_why(monkeypatch, capsys):
 def _only_these_builds(monkeypatch, steps):
     """prepare.main with ``steps`` as its extension builds and every other step skipped."""
     monkeypatch.setattr(prepare, "_extensions", lambda: steps)
-    monkeypatch.setitem(env.REQUIREMENTS, "nvcc", lambda: None)
-    monkeypatch.setitem(env.REQUIREMENTS, "cxx", lambda: None)
-    monkeypatch.setitem(env.REQUIREMENTS, "nvrtc", lambda: "not in this test")
-    monkeypatch.setitem(env.REQUIREMENTS, "cuda", lambda: "not in this test")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "nvcc", lambda: None)
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cxx", lambda: None)
+    monkeypatch.setitem(requirements.REQUIREMENTS, "nvrtc", lambda: "not in this test")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "cuda", lambda: "not in this test")
 
 
 def test_the_builds_run_side_by_side_and_each_reports(monkeypatch, capsys):

@@ -7,7 +7,7 @@ import json
 import nbformat
 from IPython.core.interactiveshell import InteractiveShell
 
-from course_utils import env, recordings
+from course_utils import env, recordings, requirements
 
 # a 1x1 PNG
 PNG = base64.b64encode(bytes.fromhex(
@@ -81,7 +81,7 @@ def test_skipped_cell_shows_its_recording(tmp_path, monkeypatch, capsys):
     recordings.record_notebook(json.loads(nbformat.writes(_executed("%%requires never\nran = 1"))),
                                "01_x", ENV, tmp_path)
     monkeypatch.setattr(recordings, "RECORDINGS", tmp_path)
-    monkeypatch.setitem(env.REQUIREMENTS, "never", lambda: "the test says no")
+    monkeypatch.setitem(requirements.REQUIREMENTS, "never", lambda: "the test says no")
     monkeypatch.setattr(env, "STRICT", False)
     shell = InteractiveShell.instance()
     shell.run_cell("%load_ext course_utils")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import env
+from course_utils import env, requirements
 from exercises import cuda_gelu_kernels, kernel_checks, spec_checks
 from kernels.row_sum import bench
 from kernels.row_sum import nvrtc as row_sum_nvrtc
@@ -27,7 +27,7 @@ def test_reference_accumulates_bfloat16_in_float32():
 def _sass(variant):
     from course_utils import sass
 
-    if reason := env.unmet("nvrtc", "disasm"):
+    if reason := requirements.unmet("nvrtc", "disasm"):
         pytest.skip("; ".join(reason))
     return sass.report(row_sum_nvrtc.compile_row_sum(variant, torch.float32, arch="sm_90",
                                                      verbose=False))

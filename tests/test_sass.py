@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from course_utils import env, nvrtc, sass
+from course_utils import nvrtc, requirements, sass
 
 NO_NVRTC = nvrtc.unavailable_reason()
 NO_DISASM = sass.unavailable_reason()
@@ -112,13 +112,13 @@ def test_ptx_is_refused_with_the_fix():
 
 
 def test_disasm_requirement_agrees_with_the_tool_lookup():
-    assert (env.unmet("disasm") == []) == (sass.disassembler() is not None)
+    assert (requirements.unmet("disasm") == []) == (sass.disassembler() is not None)
 
 
 def test_without_any_tool_the_reason_says_what_to_install(monkeypatch):
     monkeypatch.setattr(sass, "cuda_tool", lambda name: None)
     assert "pip install nvidia-cuda-nvdisasm" in sass.unavailable_reason()
-    assert env.unmet("disasm") == [sass.unavailable_reason()]
+    assert requirements.unmet("disasm") == [sass.unavailable_reason()]
 
 
 # -- real CUBINs ------------------------------------------------------------------------------

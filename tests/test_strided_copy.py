@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import env
+from course_utils import requirements
 from kernels.strided_copy import bench
 from kernels.strided_copy import nvrtc as strided_nvrtc
 
@@ -46,7 +46,7 @@ def test_sector_model():
 def test_the_kernel_reads_and_writes_global_memory_only():
     from course_utils import sass
 
-    if reason := env.unmet("nvrtc", "disasm"):
+    if reason := requirements.unmet("nvrtc", "disasm"):
         pytest.skip("; ".join(reason))
     report = sass.report(strided_nvrtc.compile_strided_copy(arch="sm_90", verbose=False))
     assert report.count("LDG") == 1 and report.count("STG") == 1

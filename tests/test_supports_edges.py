@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import kernels
-from course_utils import env
+from course_utils import env, requirements
 from kernels.registry import OPS, Kernel, all_kernels, reference, verify
 from kernels.scaled_attention.quantize import quantize_qkv
 from kernels.scaled_matmul import quantize_operands
@@ -274,7 +274,7 @@ def test_every_op_has_edge_problems():
 
 @pytest.mark.parametrize("kernel", list(_params()))
 def test_a_kernel_that_says_yes_runs_and_is_right(kernel):
-    if kernel.needs and not env.requires(*kernel.needs, what=kernel.name):
+    if kernel.needs and not requirements.requires(*kernel.needs, what=kernel.name):
         pytest.skip(f"{kernel.name}: {kernel.unavailable()}")  # (an optional extra)
     if reason := kernel.unavailable():  # a GPU too old for it: not a GPU-capable kernel here
         pytest.skip(f"{kernel.name}: {reason}")

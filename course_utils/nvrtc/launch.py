@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from course_utils import cuda_libs, env
+from course_utils import cuda_libs, requirements
 from course_utils.nvrtc.arguments import ArgPacker, check_args, parameters
 from course_utils.nvrtc.compiled import Compiled
 from course_utils.nvrtc.compiler import compile
@@ -266,7 +266,7 @@ def load(compiled: Compiled, device: int | None = None) -> Kernel:
     if device is not None and (loaded := _loaded.get((compiled.key, device))) is not None:
         return loaded  # the common case, a dictionary lookup: checked when it was loaded
     if not torch.cuda.is_available():
-        raise NoGPUError(f"cannot load {compiled.name}: {'; '.join(env.unmet('cuda'))}. "
+        raise NoGPUError(f"cannot load {compiled.name}: {'; '.join(requirements.unmet('cuda'))}. "
                          "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
     if not compiled.lowered_name:
         raise ValueError("this program was compiled without a kernel name (name=None): "
@@ -286,7 +286,7 @@ def load(compiled: Compiled, device: int | None = None) -> Kernel:
 def kernel(source: str | os.PathLike, name: str, **compile_kwargs) -> Kernel:
     """Compile for this GPU (cached) and load: the one call a notebook usually needs."""
     if not torch.cuda.is_available():
-        raise NoGPUError(f"cannot launch {name}: {'; '.join(env.unmet('cuda'))}. "
+        raise NoGPUError(f"cannot launch {name}: {'; '.join(requirements.unmet('cuda'))}. "
                          "Compiling works without a GPU: nvrtc.compile(..., arch='sm_90').")
     return load(compile(source, name, **compile_kwargs))
 

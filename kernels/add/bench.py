@@ -26,7 +26,7 @@ import textwrap
 
 import torch
 
-from course_utils import env, nvrtc, plots, results, timing
+from course_utils import env, nvrtc, plots, requirements, results, timing
 
 LESSON = "nvrtc"
 SOURCE = env.ROOT / "kernels" / "add" / "add.cu"
@@ -130,7 +130,7 @@ def plot(rows: list[dict], name: str = "nvrtc_compile_times"):
 
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:
-    if reason := nvrtc.unavailable_reason() or "; ".join(env.unmet("nvcc", "cxx")):
+    if reason := nvrtc.unavailable_reason() or "; ".join(requirements.unmet("nvcc", "cxx")):
         print(f"04_nvrtc compile times skipped: {reason}")
         return [results.Note(LESSON, f"compile times not measured: {reason}")]
     rows = compile_times(quick=quick)

@@ -25,7 +25,7 @@ DDP's), and a weak-scaling efficiency from 1 to 2 GPUs ≥ 90%.
 
 from __future__ import annotations
 
-from course_utils import env, results
+from course_utils import requirements, results
 from kernels.distributed import data_parallel, launch
 from kernels.model.config import GPT2_SMALL
 
@@ -61,7 +61,7 @@ def _step_times(gpus: int, methods: tuple[str, ...], steps: int, seq: int
 
 
 def run(quick: bool = False) -> list[results.Record]:
-    if why := env.unmet("gpus2"):
+    if why := requirements.unmet("gpus2"):
         print(f"data parallelism is timed on 2 GPUs ({'; '.join(why)}); on a CPU its checks "
               "run with gloo: tests/test_distributed.py")
         return []

@@ -16,7 +16,7 @@ pipelined matmul at least 1.15× faster than the unfused sequence.
 
 from __future__ import annotations
 
-from course_utils import env, results
+from course_utils import requirements, results
 from kernels.distributed import launch, tensor_parallel
 
 LESSON = "distributed.tensor_parallel"
@@ -50,7 +50,7 @@ def records_of(m: int, k: int, n: int, found: dict) -> list[results.Record]:
 
 
 def run(quick: bool = False) -> list[results.Record | results.Note]:
-    if why := env.unmet("gpus2"):
+    if why := requirements.unmet("gpus2"):
         print(f"the tensor-parallel matmul is timed on 2 GPUs ({'; '.join(why)}); on a CPU "
               "its checks run with gloo: tests/test_tensor_parallel.py")
         return []

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils import env, results, timing
+from course_utils import env, requirements, results, timing
 from course_utils.plots import stamped_table
 from kernels.model import breakdown
 from kernels.model.config import COURSE, EAGER, GPT2_SMALL, STEPS, TINY, ModelConfig, Providers
@@ -106,8 +106,9 @@ def graph_unmet(config: Config, device: str) -> str | None:
     if not (config.graphed or config.compile_mode == "reduce-overhead"):
         return None
     if device != "cuda":
-        return ("CUDA graphs need a CUDA GPU: " + "; ".join(env.unmet("cuda"))
-                if env.unmet("cuda") else "CUDA graphs need a CUDA GPU, this run is on a CPU")
+        if reasons := requirements.unmet("cuda"):
+            return "CUDA graphs need a CUDA GPU: " + "; ".join(reasons)
+        return "CUDA graphs need a CUDA GPU, this run is on a CPU"
     return None
 
 
@@ -115,7 +116,7 @@ def trainer(config: Config, model_config: ModelConfig, precision: str, seq: int,
             device: str, lr: float) -> Trainer | str:
     """A fresh model of seed :data:`SEED` with ``config``'s kernels, in a Trainer; or the reason
     it cannot run here (the registry's words)."""
-    if config.compiled and (why := env.unmet("compile")):
+    if config.compiled and (why := requirements.unmet("compile")):
         return "torch.compile: " + "; ".join(why)
     if why := graph_unmet(config, device):
         return why
