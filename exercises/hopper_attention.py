@@ -27,6 +27,9 @@ from exercises import Mismatch, exercise, expect, kernel_checks, sass_checks
 BEGIN, END = "// ==== turns: begin", "// ==== turns: end"
 STEP = 4  # the step whose consumers take turns (attention.cu's PINGPONG)
 BLOCK_THREADS = 288  # two consumer warpgroups and the producer warp
+# a launch that has not finished by then never will (it runs in milliseconds): the GPU child
+# gives up on it, and the check waits four of those plus the build
+HANG_S = 20
 HINT_LINES = ("the line numbers of 'your code' count from the first line after TURNS = r\"\"\"; "
               "the others point into attention.cuh and attention.cu")
 
@@ -301,8 +304,6 @@ def check_pingpong(code, report) -> None:
             "that step 4 finishes, matches SDPA and alternates its turns on the GPU (the values "
             f"and the TIMELINE build's order of turns): {reason}")
     report.line(verified)
-    from exercises.hopper_attention_gpu import HANG_S
-
     result = kernel_checks.run_child("hopper_attention.pingpong", spliced, timeout=HANG_S * 4 + 240)
     balance = ("count the passes each barrier receives against the waits on it, consumer 1's "
                "first pass and its skipped last one included")

@@ -73,11 +73,11 @@ CHILDREN = {
     "first_kernels.flip_rows": "exercises.first_kernels:flip_child",
     "first_kernels.histogram": "exercises.first_kernels:histogram_child",
     # the Triton puzzles of lesson 03, where the GPU's Triton cannot interpret a copy
-    **{f"A2.{name}": "exercises.puzzle_checks:puzzle_child" for name in (
+    **{f"puzzles.{name}": "exercises.puzzle_child:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",
         "softmax", "long_softmax", "matvec", "dot", "attention")},
     # lesson 13's, the same engine
-    "triton_tools.transpose": "exercises.puzzle_checks:puzzle_child",
+    "triton_tools.transpose": "exercises.puzzle_child:puzzle_child",
 }
 GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
 POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN

@@ -17,12 +17,11 @@ awkward sizes. One :class:`Puzzle` describes it (its arguments, grid, reference 
 
 On a GPU whose Triton cannot interpret a copy of a compiled kernel (Triton 3.6 with NumPy 2.4
 or newer), step 1 runs the compiled kernel under compute-sanitizer instead
-(:func:`puzzle_child`). :func:`draw` pictures what the programs of a puzzle load and store.
+(:mod:`exercises.puzzle_child`). :func:`draw` pictures what the programs of a puzzle load and store.
 """
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,7 +88,7 @@ class Puzzle:
                          for k, v in sizes.items())
 
 
-def _run(p: Puzzle, kernel, sizes: dict, make: Callable,
+def run_case(p: Puzzle, kernel, sizes: dict, make: Callable,
          out: torch.Tensor) -> dict[str, torch.Tensor]:
     """Launch ``kernel`` as the puzzle does on inputs ``make(shape, name)`` and output ``out``; the
     inputs by name (a kernel's exception becomes a Mismatch naming them)."""
@@ -130,7 +129,7 @@ def _bounds(p: Puzzle, kernel) -> str:
         out = fenced(*p.output(sizes))
         with interpreted_memory() as seen:
             unchecked = triton_checks.expect_in_bounds(
-                lambda sizes=sizes, out=out: _run(p, copy, sizes, fenced_of, out),
+                lambda sizes=sizes, out=out: run_case(p, copy, sizes, fenced_of, out),
                 f"{p.label(sizes)}")
         if unchecked:
             return unchecked
@@ -168,7 +167,7 @@ def check_puzzle(p: Puzzle, kernel, report) -> None:
         # past a tensor gives NaN and a store past the output breaks its fence
         out = fenced_copy(torch.full(p.output(sizes), float("nan"), device=device))
         with np.errstate(all="ignore"):  # (the interpreter's NumPy on a wrong answer's inf)
-            tensors = _run(p, kernel, sizes,
+            tensors = run_case(p, kernel, sizes,
                            lambda s, name, sizes=sizes: fenced_copy(_draw(p, s, sizes, name)),
                            out)
         expect(not fence_broken(out), f"{p.label(sizes)}: a store landed just outside the "
@@ -236,23 +235,6 @@ def _sanitized(p: Puzzle, kernel) -> str:
 
     return "; ".join(triton_child.sanitized(p.id, kernel, prefix=f"PUZZLE = {p.id!r}\n",
                                             cases="; ".join(map(p.label, p.cases))))
-
-
-def puzzle_child(source: str, small: bool) -> dict:
-    """The GPU child of every puzzle (:data:`exercises.kernel_checks.CHILDREN`: lesson 03's
-    and lesson 13's), under compute-sanitizer: the compiled kernel on the puzzle's cases, each
-    tensor an allocation of its own exact size."""
-    from exercises import puzzles, triton_child, triton_tools
-
-    answer = triton_child.imported(source)
-    p = {**puzzles.PUZZLES, **triton_tools.PUZZLES}[answer.PUZZLE]
-    for sizes in p.cases:
-        print(json.dumps({"case": p.label(sizes)}), flush=True)
-        out = torch.empty(p.output(sizes), device="cuda")
-        _run(p, getattr(answer, p.kernel), sizes, lambda s, _: torch.randn(*s, device="cuda"),
-             out)
-        torch.cuda.synchronize()
-    return {"ok": True}
 
 
 # --------------------------------------------------------------------------------------------

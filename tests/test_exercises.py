@@ -442,3 +442,17 @@ def test_an_exercise_with_a_section_closes_that_section():
                      "section", "05.c", "05.c", "05.c"]
     with pytest.raises(ValueError, match=r"exactly one heading.*'nowhere'.*1 · Tiles"):
         notebook.place(cells, [Exercise("05.d", "D", section="nowhere", **make)])
+
+
+def test_every_gpu_child_is_an_exercise_s():
+    # the child process looks its function up by the exercise id: a key no exercise has (an id
+    # from before a rename) is a KeyError in the child, on the GPU only, where the check needs it
+    import importlib
+
+    from exercises import kernel_checks
+
+    ids = {ex.id for ex in exercises.all_exercises()}
+    assert not set(kernel_checks.CHILDREN) - ids, sorted(set(kernel_checks.CHILDREN) - ids)
+    for id, where in kernel_checks.CHILDREN.items():
+        module, function = where.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), (id, where)

@@ -94,11 +94,7 @@ def test_the_migration_rewrites_old_imports():
 # ones below are known and to be removed (the list may only shrink).
 # --------------------------------------------------------------------------------------------
 
-KNOWN_CIRCLES = {
-    # an op's __init__ defines it and imports its providers, which import its dtypes back
-    frozenset({"exercises.hopper_attention", "exercises.hopper_attention_gpu"}),
-    frozenset({"exercises.puzzle_checks", "exercises.puzzles", "exercises.triton_tools"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 # larger tangles, named by a few members, with the most modules each may hold: the registry
 # package with the attention and matmul packages, and the exercise harness with its children
 KNOWN_TANGLES = {"kernels": ({"kernels", "kernels.attention", "kernels.matmul"}, 22),
