@@ -118,7 +118,7 @@ LESSONS: tuple[Lesson, ...] = (
            kind="lab", needs="the measurements and the generated Triton code"),
     Lesson("attention_variants", "attention_variants",
            "Attention variants: a sliding window, decoding, packed sequences", "triton", 55,
-           ("attention",), ("window_range", "combine_splits", "varlen_locate"),
+           ("attention",), ("window_range", "combine_splits", "varlen_locate", "flash_tiles"),
            kind="lab", needs="the bench's records (every kernel here runs in the interpreter)"),
     Lesson("nvrtc_reference", "nvrtc_reference",
            "NVRTC reference: headers, half operators, template names", "reference", 30,

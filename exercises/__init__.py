@@ -225,6 +225,10 @@ def _fingerprint(obj) -> object:
             return tuple(map(repr, code.co_consts)), code.co_names, code.co_varnames
     if isinstance(obj, str):
         return tuple(ln.strip() for ln in obj.splitlines() if ln.strip())
+    if isinstance(obj, type):  # a class (a torch.autograd.Function): the code of its methods
+        methods = {name: getattr(member, "__func__", member) for name, member in vars(obj).items()}
+        return ("class", tuple((name, _fingerprint(fn)) for name, fn in sorted(methods.items())
+                               if isinstance(fn, types.FunctionType)))
     return ("value", repr(obj))
 
 
@@ -250,7 +254,7 @@ def _untouched(ex: Exercise, answers: tuple) -> bool:
     return tuple(_fingerprint(a) for a in answers) == _stub_prints[ex.id]
 
 
-def _where_in_student_code(err: BaseException) -> str:
+def where_in_student_code(err: BaseException) -> str:
     """'line N of your cell: <code>' for the deepest frame outside the course and libraries."""
     # the course's own packages: a frame there is the check's, not the student's
     course = tuple(str(env.ROOT / package) + "/"
@@ -296,7 +300,7 @@ def _verdict(id: str, *answers) -> Result:
     except NotImplementedError:
         return Result(ex, "not attempted", ["your code still raises NotImplementedError"])
     except Exception as err:  # the student's code raised: say what and where, no traceback
-        where = _where_in_student_code(err)
+        where = where_in_student_code(err)
         said = str(err).strip().splitlines()[:4]  # compiler logs can be long: the start
         return Result(ex, "not yet", [*report.lines,
                                       f"your code raised {type(err).__name__}: "
@@ -358,4 +362,5 @@ if __name__ == "__main__":
 
 __all__ = ["CannotCheck", "Exercise", "Mismatch", "Report", "Result", "all_exercises",
            "awkward_1d", "bandwidth_verdict", "check", "compare", "exercise", "expect",
-           "expect_triton_kernel", "get", "load_cell", "needs", "run_check", "triton_launches"]
+           "expect_triton_kernel", "get", "load_cell", "needs", "run_check", "triton_launches",
+           "where_in_student_code"]
