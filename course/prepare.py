@@ -73,12 +73,12 @@ def _tensor_core_kernels() -> str:
     backward."""
     from kernels.attention.hopper import bwd, fwd
     from kernels.matmul import bench_mma, mma
-    from kernels.matmul.hopper import wgmma
+    from kernels.matmul.hopper import registration as hopper_matmul
 
     arch = env.device_info().arch  # None without a GPU: nvrtc's default, sm_90
     done = mma.compile_many([(v, mma.DEFAULT_CONFIG) for v in mma.VARIANTS], arch)
     lesson = bench_mma.lecture_programs()
-    hopper = wgmma.compile_all() if arch in (None, "sm_90") else []
+    hopper = hopper_matmul.compile_all() if arch in (None, "sm_90") else []
     attention = [*fwd.compile_all(), *bwd.compile_all()] if arch in (None, "sm_90") else []
     return (f"{len(done)} mma.sync variants, {lesson} programs of lessons 07–08, "
             f"{len(hopper)} Hopper matmul and {len(attention)} Hopper attention programs cached")

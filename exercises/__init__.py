@@ -53,23 +53,11 @@ Adding exercises to a lesson
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import importlib
-import importlib.util
-import inspect
 import io
-import os
-import pkgutil
-import sys
-import textwrap
-import traceback
-import types
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from course_utils import env, syllabus
-from exercises.expectations import (  # noqa: F401 (what checks import: `from exercises import expect`)
+# what checks and lessons import from the package (`from exercises import exercise, expect`)
+from exercises.catalogue import Exercise, Result, all_exercises, exercise, get  # noqa: F401
+from exercises.expectations import (  # noqa: F401
     CannotCheck,
     Mismatch,
     Report,
@@ -82,191 +70,16 @@ from exercises.expectations import (  # noqa: F401 (what checks import: `from ex
     triton_launchers,
     triton_launches,
 )
-
-
-@dataclass(frozen=True)
-class Exercise:
-    id: str  # "<lesson>.<short name>", e.g. "profiling.sync"
-    title: str
-    stub: str  # the stub cell's source (self-contained: its own imports)
-    answers: tuple[str, ...]  # names the stub defines, passed to the check in this order
-    check: Callable  # check(*answers, report)
-    intro: str = ""  # markdown above the stub
-    before: tuple[str, ...] = ()  # code cells between the statement and the stub (tools)
-    # where the exercise sits: at the end of the notebook section whose heading contains this
-    # text (right after its idea); "" puts it in the closing "Exercises" section
-    section: str = ""
-    isolated: bool = False  # checked in a child process on a GPU (exercises.isolated)
-    # on "not yet": picture(*answers) -> a figure of what the answer did beside what it should
-    # have (lesson 03's puzzles: the kernel's footprint), shown under the verdict
-    picture: Callable | None = None
-
-    @property
-    def lesson(self) -> str:
-        return self.id.split(".")[0]
-
-    def check_cell(self) -> str:
-        return (f"import exercises\n\n"
-                f"exercises.check({self.id!r}, {', '.join(self.answers)})")
-
-    def stub_cell(self) -> str:
-        return (f"# ✏️ Exercise {self.id}: edit this cell, run it, then run the check below\n"
-                + self.stub.strip() + "\n")
-
-
-@dataclass
-class Result:
-    exercise: Exercise
-    status: str  # "passed", "not yet", "not attempted", "cannot check here"
-    lines: list[str] = field(default_factory=list)
-    figures: list = field(default_factory=list)  # shown under the verdict by check()
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-    def __str__(self) -> str:
-        mark = {"passed": "✅", "not yet": "❌", "not attempted": "✏️"}.get(self.status, "⏭️")
-        head = f"{mark} Exercise {self.exercise.id} ({self.exercise.title}): {self.status}"
-        return "\n".join([head, *(f"   {ln}" for ln in self.lines)])
-
-
-_REGISTRY: dict[str, Exercise] = {}
-
-
-def exercise(id: str, *, title: str, stub: str, answers: Sequence[str], intro: str = "",
-             before: Sequence[str] = (), section: str = "", isolated: bool = False,
-             picture: Callable | None = None):
-    """Decorator registering ``check(*answers, report)`` as the check of exercise ``id``;
-    ``before``: code cells shown between the statement and the stub (a tool to run first);
-    ``section``: text of the heading whose section the exercise closes (next to its idea);
-    ``isolated``: on a GPU the check runs in a child process (:mod:`exercises.isolated`: a
-    wrong answer may fault, and a fault would end the notebook's kernel); ``picture``:
-    ``picture(*answers)`` -> a figure drawn under a "not yet" (:func:`run_check`)."""
-    if not isinstance(id, str) or "." not in id:
-        raise ValueError(f"id expected '<lesson>.<name>' (e.g. 'profiling.sync'), got {id!r}")
-    if not answers:
-        raise ValueError(f"answers expected the names the stub defines, got {answers!r}")
-
-    def register(fn: Callable) -> Callable:
-        _REGISTRY[id] = Exercise(id=id, title=title, stub=stub, answers=tuple(answers),
-                                 check=fn, intro=intro, before=tuple(before),
-                                 section=section, isolated=isolated, picture=picture)
-        return fn
-
-    return register
-
-
-def _load_lessons() -> None:
-    """Import every lesson's exercise modules: ``exercises/<slug>.py`` and its
-    ``<slug>_<part>.py`` helpers, for each lesson of the syllabus."""
-    slugs = [lesson.slug for lesson in syllabus.LESSONS]
-    for info in pkgutil.iter_modules(__path__):
-        if any(info.name == s or info.name.startswith(f"{s}_") for s in slugs):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
-def get(id: str) -> Exercise:
-    """The registered exercise ``id``; ValueError listing the known ones otherwise."""
-    _load_lessons()
-    id = syllabus.topic_key(id)  # an id of an earlier numbering ("08.online_step") still works
-    if id not in _REGISTRY:
-        raise ValueError(f"exercise id {id!r} is not registered; known: "
-                         f"{', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[id]
-
-
-def all_exercises(lesson: str | None = None) -> list[Exercise]:
-    """Every registered exercise (of one lesson, ``"attention"``), in the syllabus's order and
-    then in registration order."""
-    _load_lessons()
-    if lesson is not None:
-        lesson = syllabus.lesson(lesson).slug
-    found = [e for e in _REGISTRY.values() if lesson is None or e.lesson == lesson]
-    return sorted(found, key=lambda e: syllabus.NUMBERS.get(e.lesson, 0))
-
+from exercises.student_code import (  # noqa: F401
+    load_cell,
+    untouched,
+    where_in_student_code,
+    write_whole,
+)
 
 # --------------------------------------------------------------------------------------------
 # Running a check
 # --------------------------------------------------------------------------------------------
-
-
-def write_whole(path, text: str) -> None:
-    """Write ``text`` to ``path`` (named by a digest of ``text``) unless it is there: written
-    whole under another name, then renamed, so that a process reading it (another test worker,
-    another rank of the same check) never finds it half-written."""
-    if not path.exists():
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(text)
-        os.replace(partial, path)
-
-
-def load_cell(source: str, label: str = "cell") -> dict:
-    """Run cell ``source`` as a module (from a file, so Triton and ``inspect`` find the source
-    of its functions) and return its names."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = env.var_dir("exercises") / f"{label.replace('.', '_')}_{digest}.py"
-    write_whole(path, source)
-    spec = importlib.util.spec_from_file_location(f"_exercise_cell_{digest}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return vars(module)
-
-
-def _fingerprint(obj) -> object:
-    """What identifies an answer's code, whatever compiled it (a notebook cell, a module):
-    the syntax tree of a function's source (comments and layout ignored), text for sources."""
-    obj = getattr(obj, "fn", obj)  # a @triton.jit kernel wraps the Python function
-    if isinstance(obj, types.FunctionType):
-        try:
-            return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(obj))))
-        except (OSError, TypeError, SyntaxError):  # no source to read: what the code names
-            code = obj.__code__
-            return tuple(map(repr, code.co_consts)), code.co_names, code.co_varnames
-    if isinstance(obj, str):
-        return tuple(ln.strip() for ln in obj.splitlines() if ln.strip())
-    if isinstance(obj, type):  # a class (a torch.autograd.Function): the code of its methods
-        methods = {name: getattr(member, "__func__", member) for name, member in vars(obj).items()}
-        return ("class", tuple((name, _fingerprint(fn)) for name, fn in sorted(methods.items())
-                               if isinstance(fn, types.FunctionType)))
-    return ("value", repr(obj))
-
-
-def _has_ellipsis(obj) -> bool:
-    if obj is Ellipsis:
-        return True
-    if isinstance(obj, dict):
-        return any(_has_ellipsis(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return any(_has_ellipsis(v) for v in obj)
-    return False
-
-
-_stub_prints: dict[str, tuple] = {}
-
-
-def _untouched(ex: Exercise, answers: tuple) -> bool:
-    if any(_has_ellipsis(a) for a in answers):
-        return True
-    if ex.id not in _stub_prints:
-        names = load_cell(ex.stub, f"stub_{ex.id}")
-        _stub_prints[ex.id] = tuple(_fingerprint(names[n]) for n in ex.answers)
-    return tuple(_fingerprint(a) for a in answers) == _stub_prints[ex.id]
-
-
-def where_in_student_code(err: BaseException) -> str:
-    """'line N of your cell: <code>' for the deepest frame outside the course and libraries."""
-    # the course's own packages: a frame there is the check's, not the student's
-    course = tuple(str(env.ROOT / package) + "/"
-                   for package in ("course_utils", "kernels", "exercises", "course"))
-    found = ""
-    for frame in traceback.extract_tb(err.__traceback__):
-        name = frame.filename
-        if "site-packages" in name or name.startswith(course) or "/lib/python" in name:
-            continue
-        if name.startswith(str(env.VAR / "exercises")) or "ipykernel" in name or "<" in name:
-            found = f"line {frame.lineno} of your cell: {frame.line}"
-    return found
 
 
 def run_check(id: str, *answers) -> Result:
@@ -281,7 +94,7 @@ def _verdict(id: str, *answers) -> Result:
     if len(answers) != len(ex.answers):
         raise ValueError(f"exercise {id} expected {len(ex.answers)} answers "
                          f"({', '.join(ex.answers)}), got {len(answers)}")
-    if _untouched(ex, answers):
+    if untouched(ex, answers):
         return Result(ex, "not attempted",
                       ["the stub above is unchanged: edit it (replace every ...), run it, then "
                        "run this cell again"])
@@ -350,17 +163,3 @@ def check(id: str, *answers) -> None:
         _show(figure)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from exercises import notebook
-
-    return notebook.main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
-
-__all__ = ["CannotCheck", "Exercise", "Mismatch", "Report", "Result", "all_exercises",
-           "awkward_1d", "bandwidth_verdict", "check", "compare", "exercise", "expect",
-           "expect_triton_kernel", "get", "load_cell", "needs", "run_check", "triton_launches",
-           "where_in_student_code"]

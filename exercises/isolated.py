@@ -17,7 +17,8 @@ line. A child that dies is a "not yet" naming the crash, and the notebook's proc
 touched the wrong kernel. In Triton's interpreter (a CPU) nothing faults (a wild address is an
 error the check reports), so the check runs in the process, as before.
 
-``python -m exercises.isolated <id> <name>...`` (the answer's source on stdin) is the child.
+``python -m exercises.isolated_child <id> <name>...`` (the answer's source on stdin) is the
+child: a module of its own, since it runs checks and this module is part of running them.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ import subprocess
 import sys
 
 from course_utils import env
+from exercises import triton_child
+from exercises.catalogue import Result
 
 CHILD = "COURSE_EXERCISE_CHILD"  # set in the child: check here, do not start another
+CHILD_MODULE = "exercises.isolated_child"  # what the child runs (python -m)
 TIMEOUT_S = 600  # a check compiles the course's kernel and times it: minutes at most
 
 
@@ -44,9 +48,7 @@ def _name(answer) -> str:
 
 def run(ex, answers: tuple):
     """``ex``'s check of ``answers`` in a child process: its :class:`exercises.Result`."""
-    from exercises import Result, triton_child
-
-    command = [sys.executable, "-m", __name__, ex.id, *map(_name, answers)]
+    command = [sys.executable, "-m", CHILD_MODULE, ex.id, *map(_name, answers)]
     try:  # the answer's source goes in on stdin; the child imports it from a file of its own
         done = subprocess.run(command, input=triton_child.answer_source(*answers),
                               capture_output=True, text=True, timeout=TIMEOUT_S, cwd=env.ROOT,
@@ -66,20 +68,3 @@ def run(ex, answers: tuple):
         "here would have ended its kernel: every later cell would fail)",
         "hint: an address outside q, k or v: check the first and last key block your code "
         "gives for the first and the last query block, and where a block is masked"])
-
-
-def main(argv: list[str]) -> int:
-    """The child: check the answers named ``argv[1:]`` of the source on stdin for exercise
-    ``argv[0]``; print the result as a JSON line."""
-    import exercises
-    from exercises import triton_child
-
-    id, names = argv[0], argv[1:]
-    module = triton_child.imported(sys.stdin.read())
-    result = exercises.run_check(id, *(getattr(module, n) for n in names))
-    print(json.dumps({"status": result.status, "lines": result.lines}), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

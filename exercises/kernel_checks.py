@@ -48,7 +48,9 @@ from pathlib import Path
 import torch
 
 from course_utils import env, syllabus
-from exercises import CannotCheck, Mismatch, Report, Result, expect, needs, write_whole
+from exercises.catalogue import Result
+from exercises.expectations import CannotCheck, Mismatch, Report, expect, needs
+from exercises.student_code import write_whole
 
 CUDA_DIR = env.ROOT / "exercises" / "cuda"
 # the GPU results of the reference solutions, written by `python -m course exercises mutants
@@ -72,6 +74,7 @@ CHILDREN = {
     "rmsnorm.backward": "exercises.rmsnorm:backward_child",
     "first_kernels.flip_rows": "exercises.first_kernels:flip_child",
     "first_kernels.histogram": "exercises.first_kernels:histogram_child",
+    "nvrtc.tiled_matmul": "exercises.tiled_matmul:tiled_matmul_child",
     # the Triton puzzles of lesson 03, where the GPU's Triton cannot interpret a copy
     **{f"puzzles.{name}": "exercises.puzzle_child:puzzle_child" for name in (
         "add", "add_blocks", "outer", "outer_blocks", "row_sum", "long_sum", "col_sum",

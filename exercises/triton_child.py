@@ -20,6 +20,8 @@ import types
 from collections.abc import Callable
 
 from course_utils import env
+from exercises import kernel_checks
+from exercises.student_code import write_whole
 
 # every answer may name these; the decorator line (@triton.jit) is not among a function's names
 HEADER = ("import torch", "import triton", "import triton.language as tl")
@@ -61,8 +63,6 @@ def imported(source: str) -> types.ModuleType:
     """``source`` (an :func:`answer_source`) as a module, from a file of its own: Triton reads a
     kernel's text from its file to compile it."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    from exercises import write_whole
-
     path = env.var_dir("exercises") / f"triton_answer_{digest}.py"
     write_whole(path, source)  # (two ranks of one check import the same answer at once)
     loader = importlib.machinery.SourceFileLoader(f"triton_answer_{digest}", str(path))
@@ -76,8 +76,6 @@ def sanitized(id: str, *entry: Callable, cases: str, prefix: str = "") -> list[s
     ``prefix``) in exercise ``id``'s GPU child (:data:`exercises.kernel_checks.CHILDREN`), under
     compute-sanitizer's memcheck: the report's lines, naming the ``cases`` it ran (a Mismatch
     where memcheck finds an access outside a tensor)."""
-    from exercises import kernel_checks
-
     lines = kernel_checks.sanitize(id, prefix + answer_source(*entry), ("memcheck",))
     return [f"{line} (the compiled kernel on {cases}, each tensor its own allocation: no access "
             "outside them)" if line.startswith("compute-sanitizer --tool") else line

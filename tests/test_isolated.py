@@ -77,7 +77,7 @@ def test_a_fault_in_the_child_is_reported_from_its_last_words(in_a_child, monkey
     said = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
 
     def died(command, **kwargs):
-        assert command[1:] == ["-m", "exercises.isolated", "attention.key_range", "key_range"]
+        assert command[1:] == ["-m", "exercises.isolated_child", "attention.key_range", "key_range"]
         assert "def key_range(" in kwargs["input"]
         assert kwargs["env"][isolated.CHILD] == "1"
         return subprocess.CompletedProcess(command, 1, stdout="", stderr=f"Traceback\n{said}\n")

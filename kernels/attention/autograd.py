@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernels.attention import triton_bwd, triton_decode, triton_fwd
+from kernels.attention.problem import attention_eager, visible
 from kernels.registry import OPS, register
 
 
@@ -47,7 +48,6 @@ def gradient_errors(q, k, v, causal: bool = False, window: int | None = None, *,
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from kernels.attention import attention_eager, visible
 
     do = torch.randn(q.shape, device=q.device).to(q.dtype)
     exact = gradients(attention_eager, *(t.double() for t in (q, k, v)), causal, do.double(),

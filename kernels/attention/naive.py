@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from course_utils import env
+from kernels.attention.problem import variant_reason
 from kernels.registry import OPS, register
 
 MAX_KEYS = 1 << 15  # a row of scores lives in registers (as in lesson 02's softmax)
@@ -87,7 +88,6 @@ def _attention(q, k, v, causal=False, window=None):  # (the registry's call, hav
 
 def reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
            window: int | None = None) -> str | None:
-    from kernels.attention import variant_reason
     from kernels.gelu.triton_gelu import triton_device_check
 
     if why := variant_reason(q, k, window, gqa=False, windows=False):

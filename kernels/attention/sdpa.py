@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from kernels.attention.problem import variant_reason, visible
 from kernels.registry import register
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -35,8 +36,6 @@ WINDOWS = {"flash": False, "cudnn": False, "efficient": True}
 
 def attention(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               causal: bool = False, window: int | None = None) -> torch.Tensor:
-    from kernels.attention import visible
-
     mask = None if window is None else visible(q.shape[2], k.shape[2], causal, window, q.device)
     with sdpa_kernel(BACKENDS[backend]):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
@@ -51,8 +50,6 @@ def reason(backend: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     With one backend pinned, a problem it refuses raises ``RuntimeError: No available kernel``
     (PyTorch's ``sdp_utils.cpp`` lists the checks; the ones a course problem can hit are here).
     """
-    from kernels.attention import variant_reason
-
     sq, sk, d = q.shape[2], k.shape[2], q.shape[-1]
     if why := variant_reason(q, k, window, gqa=GQA[backend], windows=WINDOWS[backend]):
         return f"the {backend} backend takes {why}"

@@ -42,6 +42,7 @@ import triton.language as tl
 
 from course_utils import env
 from kernels.attention import triton_bwd, triton_fwd
+from kernels.attention.problem import check_kv
 from kernels.attention.triton_bwd import delta_kernel, dkdv_step, dq_step
 from kernels.attention.triton_fwd import LOG2E, attend_block, key_range, masked_step
 
@@ -254,7 +255,6 @@ def backward(q, k, v, o, lse, do, cu_q, cu_k, max_q: int, max_k: int, causal: bo
 
 def validate_args(q, k, v, cu_q, cu_k, max_q, max_k, causal) -> tuple[list[int], list[int]]:
     """ValueError naming the argument for a malformed problem; the lengths of the sequences."""
-    from kernels.attention import check_kv
     from kernels.registry import expect_tensor
 
     op = "varlen_attention"

@@ -42,6 +42,7 @@ import triton.language as tl
 
 from course_utils import env
 from kernels.matmul.hopper.triton_tma_kernel import tile_coordinates  # the grouped order, one copy
+from kernels.matmul.problem import validate_args
 
 PROVIDER = "triton_dot"
 SOURCE = "kernels/matmul/triton_dot.py"
@@ -153,8 +154,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, tile: Tile | None = None) -> tor
     the result in the inputs' dtype. ``tile`` fixes the configuration (otherwise the
     autotuner's choice on a GPU, :data:`INTERPRETER_TILE` under the interpreter).
     Raises ``ValueError`` with the reason when it cannot run the problem here."""
-    from kernels.matmul import validate_args  # shapes that line up, one dtype, one device
-
     validate_args(a, b)
     if a.dtype not in DTYPES:
         raise ValueError(f"triton_dot: a expected one of float32, float16, bfloat16, "
@@ -246,10 +245,10 @@ def measure(sizes=(4096, 8192), dtypes=tuple(MEASURED)) -> list[Point]:
     """The registered kernel against ``torch.mm`` (cuBLAS) on the same square operands, in
     alternating rounds (the clock drifts as the GPU heats: each side gets the median of its
     rounds); the autotuner runs first, outside the timing. Needs a CUDA GPU."""
-    import kernels
     from course_utils import timing
+    from kernels.registry import get_kernel
 
-    kernel = kernels.get_kernel("matmul", PROVIDER)
+    kernel = get_kernel("matmul", PROVIDER)
     points = []
     for name in timing.progress(list(dtypes), "tl.dot matmul"):
         dtype = MEASURED[name]

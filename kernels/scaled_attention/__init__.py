@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.attention import attention_eager, check_kv
+from kernels.attention.problem import attention_eager, check_kv
 from kernels.registry import Case, define_op, expect_tensor, register
 from kernels.scaled_attention.quantize import (
     E4M3,

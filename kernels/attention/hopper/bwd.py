@@ -33,6 +33,7 @@ import torch
 
 from course_utils import nvrtc
 from kernels.attention.hopper import fwd
+from kernels.attention.problem import validate_args, variant_reason
 from kernels.matmul.hopper import tma
 
 SOURCE = Path(__file__).with_name("attention_bwd.cu")  # version 1
@@ -120,8 +121,6 @@ def compile_all(arch: str = fwd.ARCH, workers: int | None = None) -> list[nvrtc.
 def reason(q, k, v, causal=False, window=None) -> str | None:
     """The backward takes the forward's dense problems (same tiles, TMA boxes, dtypes): one K/V
     head per query head and no window (the forward's variants run forward only)."""
-    from kernels.attention import variant_reason
-
     if why := variant_reason(q, k, window, gqa=False, windows=False):
         return f"the Hopper backward takes {why} (the forward runs it: under torch.no_grad())"
     return fwd.reason(q, k, v, causal, window)
@@ -272,8 +271,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               causal: bool = False, version: int = BEST) -> torch.Tensor:
     """``softmax(q kᵀ / sqrt(D)) v``, differentiable with the Hopper kernels (backward
     ``version`` 1 or 2); ValueError with the reason if it cannot run here."""
-    from kernels.attention import validate_args
-
     validate_args(q, k, v, causal)
     version = _version(version)
     if why := reason(q, k, v, causal):

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from course_utils import nvrtc
+from kernels.attention.problem import validate_args
 from kernels.matmul.hopper import tma, wgmma
 from kernels.registry import one_of
 
@@ -240,8 +241,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               s: int | Step = BEST, window: int | None = None) -> torch.Tensor:
     """``softmax(q kᵀ / sqrt(D)) v`` with a step's kernel (forward only; k and v may have fewer
     heads, ``window`` with ``causal``); ValueError with the reason if it cannot run here."""
-    from kernels.attention import validate_args  # the op's own checks: shapes, dtypes, devices
-
     s = step(s)
     validate_args(q, k, v, causal, window)
     if why := reason(q, k, v, causal, window):

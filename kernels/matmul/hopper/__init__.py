@@ -24,9 +24,9 @@ step 4 with its tile chosen per problem as ``("matmul", "wgmma", "auto_<variant>
 is compiled until a kernel is first called.
 """
 
-from kernels.matmul.hopper import wgmma
+from kernels.matmul.hopper import registration
 
-wgmma.register_all()
+registration.register_all()
 
 # the compiler's answer to the same tile ideas: Triton with TMA descriptors, persistent
 from kernels.matmul.hopper import triton_tma  # noqa: E402

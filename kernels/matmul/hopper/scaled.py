@@ -152,7 +152,7 @@ def register_all() -> list:
             continue
 
         def check(a, b, scale_a, scale_b, v=v):
-            return wgmma.problem_reason(v, a, b) or wgmma.gpu_reason(wgmma._capability(a))
+            return wgmma.call_reason(v, a, b)
 
         idea = ("step 4's kernel, tile chosen per problem, per-tensor and row-wise scales "
                 "applied to the fp32 accumulators in the epilogue; block scales per K tile "

@@ -52,6 +52,7 @@ import triton
 
 from course_utils import env
 from kernels.matmul.hopper.triton_tma_kernel import tma_persistent_matmul_kernel
+from kernels.matmul.problem import validate_args
 
 PROVIDER = "triton-tma"
 SOURCE = "kernels/matmul/hopper/triton_tma_kernel.py"  # the kernel itself
@@ -281,8 +282,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, config: Config | None = None,
     dtype) is written in place, which lets a test poison it first. Raises ``ValueError`` with
     the reason when the kernel cannot run the problem here.
     """
-    from kernels.matmul import validate_args  # shapes that line up, one device: named operands
-
     validate_args(a, b)
     if r := reason(a, b):
         raise ValueError(f"triton-tma: {r}")

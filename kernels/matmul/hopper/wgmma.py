@@ -48,6 +48,7 @@ from kernels.matmul.hopper.wgmma_steps import (  # noqa: F401  (the steps and va
     step,
     variant,
 )
+from kernels.matmul.problem import validate_args
 
 SOURCE = Path(__file__).with_name("wgmma.cu")  # the kernels, one per step
 PRIMITIVES = Path(__file__).with_name("hopper.cuh")  # what they are built from, included
@@ -98,20 +99,6 @@ def compile_step(s: int | Step, v: str | Variant, *, timeline: bool = False,
                          **kwargs)
 
 
-def compile_all(arch: str = ARCH, workers: int | None = None) -> list[nvrtc.Compiled]:
-    """Every step and tile candidate in every variant, the ceilings and the TIMELINE builds the
-    lesson uses, in parallel threads: what ``make prepare`` caches before a lecture."""
-    from kernels.matmul.hopper import ceiling, tiles
-
-    steps = [*STEPS.values(), *(c.step for c in tiles.CANDIDATES[1:])]  # [0] is step 4
-    jobs = [lambda s=s, v=v: compile_step(s, v, arch=arch, verbose=False)
-            for s in steps for v in VARIANTS]
-    jobs += [lambda s=s: compile_step(s, "bf16", arch=arch, timeline=True, verbose=False)
-             for s in STEPS.values()]
-    jobs += [lambda v=v: ceiling.compile_ceiling(v, arch=arch, verbose=False) for v in VARIANTS]
-    return nvrtc.compile_in_threads(jobs, workers)
-
-
 # -- what a GPU and a problem allow -----------------------------------------------------------
 
 
@@ -155,6 +142,12 @@ def problem_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | 
     if max(m, n) >= 2**31:
         return f"M and N must be below 2^31, got M={m}, N={n}"
     return tma.check_operand("a", a) or tma.check_operand("b.t()", b.t())
+
+
+def call_reason(v: str | Variant, a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why variant ``v``'s kernels cannot compute ``a @ b`` here, the problem or the GPU it is
+    on (None: they can): what a registered kernel's ``supports()`` answers."""
+    return problem_reason(v, a, b) or gpu_reason(_capability(a))
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -277,51 +270,11 @@ def run_checked(a: torch.Tensor, b: torch.Tensor, s: Step, v: Variant,
 def matmul(a: torch.Tensor, b: torch.Tensor, v: str | Variant = "bf16",
            s: int | Step = BEST) -> torch.Tensor:
     """``a @ b`` with a step's kernel; raises ValueError with the reason if it cannot."""
-    from kernels.matmul import validate_args  # the op's own checks: shapes, devices
-
     v, s = variant(v), step(s)
     validate_args(a, b)
-    if reason := problem_reason(v, a, b) or gpu_reason(_capability(a)):
+    if reason := call_reason(v, a, b):
         raise ValueError(f"wgmma[{s.name} {v.name}]: {reason}")
     return run_checked(a, b, s, v)
-
-
-def register_all() -> list:
-    """Register every (step, variant) as ("matmul", "wgmma", "step<N>_<variant>"), and step 4's
-    kernel with its tile chosen per problem (tiles.py) as ("matmul", "wgmma", "auto_<variant>")."""
-    from kernels.matmul.hopper import tiles
-
-    registered = []
-    for v in VARIANTS.values():
-        for s in STEPS.values():
-            registered.append(_register(
-                f"{s.name}_{v.name}", functools.partial(run_checked, s=s, v=v), v, s.idea,
-                {"step": s.number, "idea": s.idea, "tile": (s.bm, s.bn), "stages": s.stages,
-                 "consumers": s.consumers, "kernel": s.template,
-                 "instruction": v.ptx.replace("nN", f"n{s.bn}")}))
-        idea = ("step 4's kernel, its tile shape chosen per problem by the wave-quantisation "
-                "rule of tiles.py, and K split across blocks when the tiles leave SMs idle")
-        registered.append(_register(
-            f"auto_{v.name}", functools.partial(tiles.run, v=v), v, idea,
-            {"step": BEST.number, "idea": idea, "tile": "chosen per problem",
-             "tiles": [c.name for c in tiles.CANDIDATES], "kernel": BEST.kernel,
-             "instruction": v.ptx}))
-    return registered
-
-
-def _register(name: str, fn, v: Variant, idea: str, meta: dict):
-    from kernels.registry import register
-
-    def check(a, b):
-        return problem_reason(v, a, b) or gpu_reason(_capability(a))
-
-    return register(
-        "matmul", "wgmma", name, build=lambda: fn, dtypes=tuple(dict.fromkeys((v.a, v.b))),
-        devices=("cuda",), min_capability=(9, 0), needs=("cuda", "nvrtc"), check=check,
-        meta={**meta, "a": v.a, "b": v.b, "out": v.out, "accumulator": "f32",
-              "k_step": v.k_step, "source": "kernels/matmul/hopper/wgmma.cu",
-              "tolerance": tolerance(v)},
-        description=f"wgmma {name.replace('_', ' ', 1)}: {idea}")
 
 
 def tolerance(v: str | Variant) -> dict[torch.dtype, tuple[float, float]]:
