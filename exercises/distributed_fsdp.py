@@ -30,8 +30,8 @@ import random
 import torch
 
 from exercises import CannotCheck, Mismatch, compare, exercise, expect
-from exercises import distributed as halves
 from exercises import distributed_fsdp_ranks as ranks
+from exercises.distributed_ranks import same_bits
 from exercises.shipped_code import shipped_source
 
 FSDP_STUB = '''
@@ -162,7 +162,7 @@ def check_fsdp_backward(shard_gradients, report) -> None:
         for rank, row in rows:
             if row["part"] == "alone":
                 for i, (got, kept) in enumerate(zip(row["got"], row["returned"], strict=True)):
-                    expect(halves.same_bits(got.detach(), kept), f"{case}, rank {rank}: the "
+                    expect(same_bits(got.detach(), kept), f"{case}, rank {rank}: the "
                            f"gradient of parameter {i} this call returned was changed by a "
                            "later call: keep no buffer between calls (gradients accumulate "
                            "into the shards' .grad across micro-batches)", HINT)

@@ -4,13 +4,14 @@ processes between checks.
 
 Why a module of its own: a rank imports what it runs from a module (a spawned process cannot
 import a notebook cell), and the check's own judging, in the parent, reads better without the
-rank machinery beside it. The ranks are an :class:`exercises.distributed.Ranks` of its own (the
-halves check's kind of pool, running this check's :func:`_rank_check`): a check then costs its
-collectives, not four processes that each import torch. In each check every rank runs the answer
-in a group of each size of :data:`WORLDS` it fits in (one launch of 4: its first ranks form each
-smaller group), first alone on one unit (:func:`_alone`), then, where every rank's answer
-returned what FSDP can use, as the backward of :class:`kernels.distributed.fsdp.FSDP` in
-training (:func:`_training`); an exception in the answer ends the pool with its case named.
+rank machinery beside it. The ranks are an :class:`exercises.distributed_ranks.Ranks` of its own
+(the pool every distributed check uses, running this check's :func:`_rank_check`): a check then
+costs its collectives, not four processes that each import torch. In each check every rank runs
+the answer in a group of each size of :data:`WORLDS` it fits in (one launch of 4: its first
+ranks form each smaller group), first alone on one unit (:func:`_alone`), then, where every
+rank's answer returned what FSDP can use, as the backward of
+:class:`kernels.distributed.fsdp.FSDP` in training (:func:`_training`); an exception in the
+answer ends the pool with its case named.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from collections import Counter
 import torch
 from torch import nn
 
-from exercises import distributed as halves
+from exercises import distributed_ranks as ranks
 
 HINT = ("free first (unit.full = None); pad each g.float().flatten() to n·s with zeros and view "
         "it (n, s); torch.cat those along dim=1 (rank-major, as gather's out) and flatten; one "
         "reduce_scatter into torch.empty(total // n); divide by n; split by unit.sizes")
-WORLDS = halves.WORLDS  # (1, 2, 3, 4): the pool's ranks, the first of them for each group
+WORLDS = tuple(range(1, ranks.WORLD + 1))  # (1, 2, 3, 4): the first ranks of the pool, each group
 # the unit checked alone: 7, 15, 1, 12 and 4 elements (no rank count of 2-4 divides them all)
 SHAPES = ((7,), (3, 5), (1,), (2, 2, 3), (4,))
 SCALES = (1e-3, 1.0, 1e4, 1.0, 0.0)  # each parameter's gradient size; the last gets none
@@ -100,7 +101,7 @@ def _data(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _fail(case: str, why: BaseException, source: str):
-    return RuntimeError(f"{halves.CASE}{case}{halves.CASE}{halves.raised_in_answer(why, source)}")
+    return RuntimeError(f"{ranks.CASE}{case}{ranks.CASE}{ranks.raised_in_answer(why, source)}")
 
 
 def _alone(module, world: int, rank: int, seed: int) -> list[dict]:
@@ -113,7 +114,7 @@ def _alone(module, world: int, rank: int, seed: int) -> list[dict]:
     found = []
     for dtype in DTYPES:
         for call in range(CALLS):
-            case = (f"world size {world}, {halves.dtype_name(dtype)} gradients" +
+            case = (f"world size {world}, {ranks.dtype_name(dtype)} gradients" +
                     (f", call {call + 1} on new data" if call else ""))
             grads = tuple((torch.randn(shape, generator=g) * scale * RANK_SCALE ** rank)
                           .to(dtype) for shape, scale in zip(SHAPES, SCALES, strict=True))
@@ -192,7 +193,7 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
         dist.destroy_process_group()
         dist.init_process_group("gloo", store=dist.PrefixStore(f"fsdp/{number}/{world}", store),
                                 rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=halves.RANK_TIMEOUT_S))
+                                timeout=datetime.timedelta(seconds=ranks.RANK_TIMEOUT_S))
         found += _alone(module, world, rank, seed)
         unfit = torch.tensor([sum(not row["fits"] for row in found[-CALLS * len(DTYPES):])])
         dist.all_reduce(unfit)  # (not the answer's: the check's own collective)
@@ -203,7 +204,7 @@ def _rank_check(source: str, seed: int, store, number: int) -> list[dict]:
 
 
 # this check's ranks: a pool of its own, run as the halves check runs its
-RANKS = halves.Ranks(_rank_check, HINT)
+RANKS = ranks.Ranks(_rank_check, HINT)
 
 
 def _one_process(seed: int) -> dict:
