@@ -3,33 +3,31 @@ of ``kernels/scaled_attention/quantize.py``, a whole ``@triton.jit`` kernel with
 signature.
 
 The check launches your kernel as :func:`~kernels.scaled_attention.quantize.quantize_blocks`
-does (one program per block of ``SCALE_BLOCK`` rows of one (batch, head)) on awkward problems
-(S not a multiple of 128, S < 128, D = 80, an all-zero block and one of values ~1e-30, an
-outlier token, keys-contiguous V, B·H > 1 with non-contiguous strides, bf16 input) and holds it
-to
+does (one program per block of ``SCALE_BLOCK`` rows of one (batch, head)) on awkward problems (S
+not a multiple of 128, S < 128, D = 80, an all-zero block and one of values ~1e-30, an outlier
+token, keys-contiguous V, B·H > 1 with non-contiguous strides, bf16 input) and holds it to
 :func:`~kernels.scaled_attention.quantize.quantize_blocks_torch`: every scale within 2^-22 of
-the reference's (a rounding or two of float32), every value within half an e4m3 step of
-``x / scale`` (what rounding to nearest allows). Not bit for bit: compiled, Triton's ``/`` on
-float32 is an approximate division (the course's kernel calls ``tl.math.div_rn`` to match the
+the reference's (a rounding or two of float32), every value within half an e4m3 step of ``x /
+scale`` (what rounding to nearest allows). Not bit for bit: compiled, Triton's ``/`` on float32
+is an approximate division (the course's kernel calls ``tl.math.div_rn`` to match the
 reference's bits), so a right answer may differ from the reference in the last bit of a scale
 and, where ``x / scale`` lies at a rounding tie, by one e4m3 step; the report says how many
 values came out equal bit for bit. In Triton's interpreter every access is checked against the
 launch's tensors (:mod:`exercises.triton_checks`), and the addresses are checked where a batch
 or head starts past 2^31 elements, with the strides of such a tensor and no memory touched
-(:func:`_expect_wide_offsets`: int32 offsets wrap around there); on a GPU an interpreted copy
-runs first, then the compiled kernel, in a child process (a wrong address may fault).
-``exercises/solutions/hopper_backward.py`` keeps the wrong answers.
+(:mod:`exercises.hopper_backward_quantize_wide`: int32 offsets wrap around there); on a GPU an
+interpreted copy runs first, then the compiled kernel, in a child process (a wrong address may
+fault). ``exercises/solutions/hopper_backward.py`` keeps the wrong answers.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 import torch
 
 from course_utils import env
 from exercises import CannotCheck, Mismatch, exercise, expect
+from exercises.hopper_backward_quantize_wide import expect_wide_offsets
 from exercises.triton_checks import (
     expect_in_bounds,
     interpreted,
@@ -246,116 +244,6 @@ def _expect_case(label: str, x, x8, scale, keys_contiguous: bool) -> int:
                    f"({int(bad.sum())} value(s) off by more than half an e4m3 step)", hint)
 
 
-# Offsets past 2^31 elements. A tensor that large (8 GiB in float32) cannot be allocated here,
-# and none is needed: the check launches the kernel in the interpreter with strides as a large
-# tensor has them (2^30 elements between batches, or between heads, so that batch or head 2
-# starts at element 2^31), with every load and store switched off (each lane's address
-# recorded, no memory touched: loads give 0), and compares the addresses with those of a
-# 64-bit computation. An int32 product b · sxb wraps around to -2^31 there, in the interpreter
-# as compiled (NumPy's int32 arithmetic wraps as the GPU's does). Three batches or heads because
-# a stride of 2^31 or more is an int64 argument already, which would hide an int32 index.
-WIDE_STRIDE = 1 << 30
-WIDE_SEQ, WIDE_DIM = 130, 16  # two blocks, the second ragged; small: only addresses are made
-
-
-def _wide_problems():
-    """(label, (B, H), x strides, x8 strides): B = 3 with 2^30 elements between batches, then
-    H = 3 with 2^30 between heads (x8's the same, keys-contiguous for the heads)."""
-    s, d = WIDE_SEQ, WIDE_DIM
-    return [(f"B = 3 with 2^30 elements between batches (batch 2 starts at element 2^31), "
-             f"S = {s}, D = {d}", (3, 1), (WIDE_STRIDE, s * d, d, 1), (WIDE_STRIDE, s * d, d, 1)),
-            (f"H = 3 with 2^30 elements between heads (head 2 starts at element 2^31), "
-             f"S = {s}, D = {d}, x8 keys-contiguous", (1, 3), (3 * s * d, WIDE_STRIDE, d, 1),
-             (3 * s * d, WIDE_STRIDE, 1, s))]
-
-
-@contextlib.contextmanager
-def _addresses_only():
-    """Every interpreted load and store inside the block records its active lanes' addresses
-    (with the program and the element size) and touches no memory; loads give ``other`` (0)."""
-    from unittest import mock
-
-    from triton.runtime import interpreter
-
-    from exercises.triton_checks import as_array
-
-    load = interpreter.InterpreterBuilder.create_masked_load
-    store = interpreter.InterpreterBuilder.create_masked_store
-    seen: list[tuple[str, tuple[int, ...], int, np.ndarray]] = []
-
-    def off(kind, ptrs, mask):
-        size = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
-        addresses = as_array(ptrs).astype(np.uint64)
-        active = np.broadcast_to(as_array(mask).astype(bool), addresses.shape)
-        program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
-        seen.append((kind, program, size, addresses[active]))
-        none = np.zeros(addresses.shape, dtype=bool)
-        if isinstance(mask, np.ndarray):  # (a tensor descriptor's mask is a plain array)
-            return none
-        return type(mask)(none, mask.dtype.scalar if hasattr(mask.dtype, "scalar")
-                          else mask.dtype)
-
-    def loading(self, ptrs, mask, other, *rest, **options):
-        return load(self, ptrs, off("load", ptrs, mask), other, *rest, **options)
-
-    def storing(self, ptrs, value, mask, *rest, **options):
-        return store(self, ptrs, value, off("store", ptrs, mask), *rest, **options)
-
-    with mock.patch.object(interpreter.InterpreterBuilder, "create_masked_load", loading), \
-            mock.patch.object(interpreter.InterpreterBuilder, "create_masked_store", storing), \
-            np.errstate(all="ignore"):
-        yield seen
-
-
-def _expected_addresses(base: int, size: int, b: int, h: int, strides, seq: int,
-                        dim: int) -> set[int]:
-    sb, sh, ss, sd = strides
-    return {base + size * (b * sb + h * sh + r * ss + c * sd) for r in range(seq)
-            for c in range(dim)}
-
-
-def _expect_wide_offsets(kernel) -> str:
-    """Mismatch unless the kernel's addresses are right where batch or head offsets pass 2^31
-    elements (see WIDE_STRIDE); the report line."""
-    from kernels.scaled_attention import quantize as q
-    from kernels.scaled_matmul import E4M3
-
-    s, d = WIDE_SEQ, WIDE_DIM
-    n = q.scale_blocks(s)
-    for label, (b, h), sx, s8 in _wide_problems():
-        x = torch.zeros(b * h * s * d)  # (real, small: nothing is read or written)
-        x8 = torch.zeros(b * h * s * d, dtype=E4M3)
-        scale = torch.zeros(b * h * n)
-        with _addresses_only() as seen:
-            kernel[(n, b * h)](x, x8, scale, s, d, h, n, *sx, *s8, SCALE_FLOOR=q.SCALE_FLOOR,
-                               E4M3_MAX=q.E4M3_MAX, SCALE_BLOCK=q.SCALE_BLOCK, BLOCK_D=d,
-                               INTERPRETED=True)
-        for bh in range(b * h):
-            bi, hi = divmod(bh, h)
-            for what, kind, base, size, strides in (
-                    ("loaded from x", "load", x.data_ptr(), 4, sx),
-                    ("stored to x8", "store", x8.data_ptr(), 1, s8)):
-                want = _expected_addresses(base, size, bi, hi, strides, s, d)
-                got = set()
-                for k, program, width, addresses in seen:
-                    if k == kind and width == size and program[1] == bh:
-                        got.update(int(a) for a in addresses)
-                if got == want:
-                    continue
-                stray = sorted(got - want)
-                where = (f"element {(stray[0] - base) // size - (1 << 64) // size:,} of its "
-                         f"memory" if stray and stray[0] - base >= 1 << 63 else
-                         f"element {(stray[0] - base) // size:,} of its memory" if stray else
-                         "nothing there")
-                first = bi * strides[0] + hi * strides[1]
-                raise Mismatch(f"{label}: the programs of batch {bi}, head {hi} (its rows start "
-                               f"at element {first:,}) {what} {where} "
-                               f"({len(want - got):,} of its {len(want):,} elements missed)",
-                               INT64 if first >= 1 << 31 else STRIDES)
-    return ("addresses right where a batch or head starts past 2^31 elements (strides of a "
-            "large tensor, no memory touched)")
-
-
 def _check_all(kernel, device: str, interpreting: bool) -> tuple[list[str], int, int]:
     labels, same, total = [], 0, 0
     for label, x, keys_contiguous in _cases(device):
@@ -417,7 +305,7 @@ def check_quantize(quantize_kernel, report) -> None:
                        "in", PADDING)
     if env.TRITON_INTERPRET:
         labels, same, total = _check_all(quantize_kernel, "cpu", True)
-        wide = _expect_wide_offsets(quantize_kernel)
+        wide = expect_wide_offsets(quantize_kernel, INT64, STRIDES)
         where = "checked in Triton's interpreter on the CPU, every access inside the tensors"
     elif env.HAS_CUDA:
         first, _, _ = _check_all(interpreted(quantize_kernel), "cpu", True)  # every address
@@ -428,7 +316,7 @@ def check_quantize(quantize_kernel, report) -> None:
                     "checked on an interpreted copy of your kernel)")
         else:
             memory = "every access inside the tensors in Triton's interpreter"
-            wide = _expect_wide_offsets(interpreted(quantize_kernel))
+            wide = expect_wide_offsets(interpreted(quantize_kernel), INT64, STRIDES)
         where = f"{memory}; compiled on {torch.cuda.get_device_name()}"
     else:
         raise CannotCheck("Triton needs a CUDA GPU or its interpreter (TRITON_INTERPRET=1)")

@@ -8,6 +8,7 @@ import torch
 import exercises
 from course_utils import env
 from exercises import hopper_backward
+from exercises import hopper_backward_quantize_wide as wide
 from exercises.solutions.hopper_backward import SOLUTIONS
 
 pytestmark = pytest.mark.skipif(not env.TRITON_INTERPRET,
@@ -85,9 +86,10 @@ def test_the_wide_offsets_are_addresses_only():
     from kernels.scaled_matmul import E4M3
 
     names = exercises.load_cell(SOLUTIONS[ID], "test_13_quantize_wide")
-    assert "2^31" in hopper_backward._expect_wide_offsets(names["quantize_kernel"])
+    assert "2^31" in wide.expect_wide_offsets(names["quantize_kernel"], hopper_backward.INT64,
+                                             hopper_backward.STRIDES)
     x, x8, scale = torch.arange(8.0), torch.zeros(8, dtype=E4M3), torch.full((1,), -1.0)
-    with hopper_backward._addresses_only() as seen:
+    with wide.addresses_only() as seen:
         q.quantize_kernel[(1, 1)](x, x8, scale, 8, 1, 1, 1, 8, 8, 1, 1, 8, 8, 1, 1,
                                   SCALE_FLOOR=q.SCALE_FLOOR, E4M3_MAX=q.E4M3_MAX,
                                   SCALE_BLOCK=q.SCALE_BLOCK, BLOCK_D=1, INTERPRETED=True)
