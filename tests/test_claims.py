@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from course import prose_checks
 from course_utils import claims, results
 from course_utils.results import Record
 
@@ -66,7 +67,7 @@ def test_with_lesson_prefers_the_reference_gpu_then_any_with_records(recorded_di
 
 def _problems(text, directory, slug):
     text = text.replace("SLUG", slug)
-    found = claims.quotes(text, "test")
+    found = prose_checks.quotes(text, "test")
     return [q.problem(directory) for q in found]
 
 
@@ -92,15 +93,16 @@ def test_a_quoted_number_must_match_the_record_to_its_digits(recorded_dir):
 
 def test_malformed_quotes_raise():
     with pytest.raises(ValueError, match="LESSON \\| WHAT \\| FIELD"):
-        claims.quotes("1<!-- record: only one part -->")
+        prose_checks.quotes("1<!-- record: only one part -->")
     with pytest.raises(ValueError, match="field expected"):
-        claims.quotes("1<!-- record: 05 | x | share -->")
+        prose_checks.quotes("1<!-- record: 05 | x | share -->")
     # an example in backticks is not a quote
-    assert claims.quotes("write `0.64<!-- record: L | W | of ceiling -->` after the number") == []
+    example = "write `0.64<!-- record: L | W | of ceiling -->` after the number"
+    assert prose_checks.quotes(example) == []
 
 
 def test_every_quote_in_the_notebooks_and_docs_agrees_with_the_records():
-    count, problems = claims.check_markdown(PROSE)
+    count, problems = prose_checks.check_markdown(PROSE)
     assert not problems, "\n".join(problems)
     assert count >= 3, f"expected the course's prose to quote records, found {count} quotes"
 
@@ -111,16 +113,16 @@ def test_a_recorded_quote_must_be_what_the_cell_printed(tmp_path):
          "outputs": [{"text": "DRAM throughput: naive 59%, vectorised 80% of peak\n"}]}]}
     (tmp_path / "03_x.json").write_text(json.dumps(recording))
     ok = "59%<!-- recorded: 03_x | naive 59%,   vectorised 80% -->"
-    assert claims.recorded_problems(ok, folder=tmp_path) == (1, [])
-    count, wrong = claims.recorded_problems("64%<!-- recorded: 03_x | naive 64% -->",
+    assert prose_checks.recorded_problems(ok, folder=tmp_path) == (1, [])
+    count, wrong = prose_checks.recorded_problems("64%<!-- recorded: 03_x | naive 64% -->",
                                             folder=tmp_path)
     assert count == 1 and "printed 'naive 64%'" in wrong[0]
-    assert claims.recorded_problems("<!-- recorded: 99_y | z -->", folder=tmp_path)[1]
+    assert prose_checks.recorded_problems("<!-- recorded: 99_y | z -->", folder=tmp_path)[1]
     with pytest.raises(ValueError, match="NOTEBOOK \\| TEXT"):
-        claims.recorded_problems("<!-- recorded: only -->", folder=tmp_path)
+        prose_checks.recorded_problems("<!-- recorded: only -->", folder=tmp_path)
 
 
 def test_every_recorded_quote_in_the_notebooks_and_docs_is_in_the_recordings():
-    count, problems = claims.check_recorded(PROSE)
+    count, problems = prose_checks.check_recorded(PROSE)
     assert not problems, "\n".join(problems)
     assert count >= 3, f"expected the prose to quote recorded outputs, found {count}"
