@@ -19,9 +19,14 @@ from course_utils import env, results
 def discover(root: Path = env.ROOT / "kernels") -> list[str]:
     """Every benchmark module under ``kernels/``: a file named ``bench*.py``
     (``kernels/add/bench.py``, ``kernels/matmul/bench_mma.py``, ...). A new lesson's benchmark
-    joins ``make bench`` by its file name alone; sorted by path, so an op's run together."""
+    joins ``make bench`` by its file name alone; sorted by path, so an op's run together. Then
+    the few above ``kernels/`` (``course/bench_*.py``: an exercise's reference solution timed
+    against the course's kernels, which cannot import an exercise)."""
     found = sorted(p for p in Path(root).rglob("bench*.py") if "__pycache__" not in p.parts)
-    return [".".join(p.relative_to(Path(root).parent).with_suffix("").parts) for p in found]
+    names = [".".join(p.relative_to(Path(root).parent).with_suffix("").parts) for p in found]
+    if Path(root) == env.ROOT / "kernels":
+        names += [f"course.{p.stem}" for p in sorted((env.ROOT / "course").glob("bench_*.py"))]
+    return names
 
 
 def choose(modules: list[str], only: list[str]) -> list[str]:

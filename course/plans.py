@@ -101,7 +101,7 @@ PATHS = {
          (("triton_tools", WHOLE),), (("attention_variants", WHOLE),),
          (("hopper_matmul", WHOLE),), (("hopper_measured", WHOLE),),
          (("hopper_attention", WHOLE),), (("hopper_backward", WHOLE),),
-         (("distributed", WHOLE),))),
+         (("distributed", WHOLE),), (("patterns", WHOLE),))),
 }
 
 

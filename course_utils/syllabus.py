@@ -29,6 +29,7 @@ TRACKS = {
     "hopper": "Hopper GPUs (H100, H200): TMA, wgmma, warp specialisation, attention at "
               "cuDNN's level",
     "systems": "more than one GPU: collectives, data parallelism, kernels over symmetric memory",
+    "patterns": "the canonical parallel patterns: scan, stencil, coarsening",
 }
 
 
@@ -90,7 +91,7 @@ LESSONS: tuple[Lesson, ...] = (
            ("fusion", "first_kernels"), ("index", "oob", "silu", "transpose", "warp_sum"),
            needs="running the CUDA kernels"),
     Lesson("nvrtc", "nvrtc", "Run-time compilation with NVRTC", CORE, 75,
-           ("cuda_gelu",), ("sweep", "occupancy", "divergence"),
+           ("cuda_gelu",), ("sweep", "occupancy", "divergence", "tiled_matmul"),
            needs="launching kernels"),
     Lesson("mma_matmul", "mma_matmul", "A tensor-core matmul with mma.sync", CORE, 75,
            ("fusion", "cuda_gelu", "nvrtc"), ("smem", "swizzle", "swizzle_cuda", "triton_dot"),
@@ -110,7 +111,8 @@ LESSONS: tuple[Lesson, ...] = (
            ("fusion", "nvrtc", "mma_matmul", "mma_variants"), ("supports", "where", "byok"),
            needs="launching the CUDA kernels, GPU timings"),
     Lesson("model", "kernels_in_a_model", "The kernels in a model", CORE, 73,
-           ("profiling", "fusion", "attention", "rmsnorm", "byok"), ("predict", "swap"),
+           ("profiling", "fusion", "attention", "rmsnorm", "byok"),
+           ("predict", "swap", "cross_entropy"),
            needs="GPT-2 small's step times, profile and memory"),
     # ---- optional tracks ----------------------------------------------------------------------
     Lesson("triton_tools", "triton_tools", "Triton's everyday tools", "triton", 61,
@@ -118,7 +120,8 @@ LESSONS: tuple[Lesson, ...] = (
            kind="lab", needs="the measurements and the generated Triton code"),
     Lesson("attention_variants", "attention_variants",
            "Attention variants: a sliding window, decoding, packed sequences", "triton", 55,
-           ("attention",), ("window_range", "combine_splits", "varlen_locate", "flash_tiles"),
+           ("attention",), ("window_range", "combine_splits", "varlen_locate", "flash_tiles",
+                            "flash_triton"),
            kind="lab", needs="the bench's records (every kernel here runs in the interpreter)"),
     Lesson("nvrtc_reference", "nvrtc_reference",
            "NVRTC reference: headers, half operators, template names", "reference", 30,
@@ -141,6 +144,10 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("distributed", "beyond_one_gpu", "Beyond one GPU", "systems", 70,
            ("profiling", "model"), ("halves", "fsdp_backward", "one_shot", "pipeline"),
            needs="2 GPUs for NCCL (every cell runs on 2 CPU processes with gloo)"),
+    Lesson("patterns", "parallel_patterns", "Parallel patterns: a scan, and thread coarsening",
+           "patterns", 60, ("first_kernels", "cuda_gelu", "nvrtc", "puzzles"),
+           ("block_scan",),
+           kind="lab", needs="timing the scans and the coarsening sweep"),
 )
 
 NUMBERS = {lesson.slug: i for i, lesson in enumerate(LESSONS, start=1)}

@@ -61,7 +61,7 @@ class FlashAttention(torch.autograd.Function):
 # ---- the check ---------------------------------------------------------------------------------
 
 
-def _speed(cls) -> str:
+def speed_line(cls) -> str:
     """One printed line: forward + backward of your FlashAttention, the course's registered
     attention with its backward, and SDPA, on one problem (a verdict, never an assertion)."""
     import torch.nn.functional as F
@@ -169,4 +169,4 @@ def check_flash_tiles(FlashAttention, report) -> None:
             check_gradients(case, FlashAttention, q, k, v, do, lse.to("cuda"))
         line += f"; also on {torch.cuda.get_device_name()} (2 problems)"
     report.line(line + "; checked in PyTorch on the CPU")
-    report.line(_speed(FlashAttention))
+    report.line(speed_line(FlashAttention))

@@ -150,7 +150,7 @@ def check_forward(case: Case, out, q, k, v, passed: set[str]) -> torch.Tensor:
     return lse
 
 
-def _check_saved(case: Case, out, q, k, lse: torch.Tensor) -> None:
+def check_saved(case: Case, out, q, k, lse: torch.Tensor) -> None:
     """The forward saved L (B, H, Sq), the log-sum-exp (natural log or base 2), and kept
     nothing of the scores' size for the backward."""
     saved = out.grad_fn.saved_tensors
@@ -198,7 +198,7 @@ def _row_max(case: Case, q, k) -> torch.Tensor:
     return s.amax(-1).float()
 
 
-def _check_returns(case: Case, raw, q, k, v) -> None:
+def check_returns(case: Case, raw, q, k, v) -> None:
     """What the backward returned, before autograd casts or checks it."""
     expect(isinstance(raw, tuple | list), f"{case.label}: your backward returned "
            f"{type(raw).__name__}, not a tuple", RETURNS)
@@ -254,6 +254,13 @@ def check_gradients(case: Case, cls, q, k, v, do, lse) -> None:
     for name, grad in got.items():
         expect(grad is not None, f"{case.label}: {name} is None after "
                "torch.autograd.backward", RETURNS)
+    compare_gradients(case, got, q, k, v, do, lse)
+
+
+def compare_gradients(case: Case, got: dict, q, k, v, do, lse,
+                      how: str = "torch.autograd.backward") -> None:
+    """Mismatch unless ``got`` ({"dq", "dk", "dv"}) are float64 autograd's gradients of the
+    problem, a wrong one named by the mistake it matches; ``how``: where they came from."""
     exact = exact_gradients(case, q, k, v, do)
     tol = 2 * case_tolerance(case, q, k)
     # errors relative to each gradient's largest value, or a hundredth of the largest of the
@@ -268,7 +275,7 @@ def check_gradients(case: Case, cls, q, k, v, do, lse) -> None:
         said, hint = _grad_message(case, name, got[name], exact[name], ok, tol, q, k, do, lse)
         try:
             compare(got[name], exact[name].to(case.dtype),
-                    what=f"{case.label}: {NAMES[name]} (torch.autograd.backward)", hint=hint,
+                    what=f"{case.label}: {NAMES[name]} ({how})", hint=hint,
                     atol=tol * scales[name], rtol=tol)
         except Mismatch as wrong:
             raise Mismatch(wrong.message + (f"\n{said}" if said else ""), hint) from None
@@ -293,7 +300,7 @@ def check_case(cls, case: Case, passed: set[str], device: str = "cpu") -> None:
     lse = check_forward(case, out, q, k, v, passed)
     expect(out.grad_fn is not None, f"{case.label}: the output has no grad_fn",
            "return from forward the tensor it computed (FlashAttention.apply gives it one)")
-    _check_saved(case, out, q, k, lse)
+    check_saved(case, out, q, k, lse)
     watch = watcher()
     try:
         with watch:
@@ -319,7 +326,7 @@ def check_case(cls, case: Case, passed: set[str], device: str = "cpu") -> None:
                        "a row maximum or a softmax, the forward's work again", BACKWARD_AGAIN)
     if case.tiled:
         expect_tiled(case, watch, "backward")
-    _check_returns(case, raw, q, k, v)
+    check_returns(case, raw, q, k, v)
     check_gradients(case, cls, q, k, v, do, lse)
 
 

@@ -26,7 +26,9 @@ class Case:
     sk: int
     d: int
     causal: bool = False
-    kind: str = "randn"  # "randn", "negative" (scores near -200), "large", "bshd" (strides)
+    # "randn", "negative" (scores near -200), "large", "bshd" (strides), "every_other" (D's
+    # stride 2)
+    kind: str = "randn"
     what: str = ""  # what the problem tries, in words
     dtype: torch.dtype = torch.float32
     tiled: bool = False  # no tensor may hold Sq * Sk elements
@@ -53,6 +55,8 @@ class Case:
             q, k, v = 10.0 * randn(b, h, sq, d), 10.0 * randn(b, h, sk, d), randn(b, h, sk, d)
         elif self.kind == "bshd":  # (B, S, H, D) storage viewed as (B, H, S, D)
             q, k, v = (randn(b, s, h, d).transpose(1, 2) for s in (sq, sk, sk))
+        elif self.kind == "every_other":  # every other element of a row of 2·D: stride 2
+            q, k, v = (randn(b, h, s, 2 * d)[..., ::2] for s in (sq, sk, sk))
         else:
             q, k, v = randn(b, h, sq, d), randn(b, h, sk, d), randn(b, h, sk, d)
         do = randn(b, h, d, sq).transpose(-2, -1) if self.do_strided else randn(b, h, sq, d)
@@ -169,17 +173,24 @@ def watcher():
 
     class Watch(TorchDispatchMode):
         """Every tensor an op makes: the largest storage (op, shape, elements), the ops a
-        backward has no need of, and any call of PyTorch's own attention."""
+        backward has no need of, and any call of PyTorch's own attention; ``ops``, the name
+        of every op run. While ``paused`` (inside a Triton launch, whose interpreter moves
+        the arguments with ATen ops of its own) it watches nothing."""
 
         def __init__(self):
             super().__init__()
             self.largest = (0, "", ())
             self.recomputed: list[tuple[str, tuple]] = []
             self.attention_op = ""
+            self.ops: set[str] = set()
+            self.paused = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
+            if self.paused:
+                return out
             name = str(func)
+            self.ops.add(name)
             if "scaled_dot_product" in name or "flash_attention" in name or \
                     "efficient_attention" in name:
                 self.attention_op = self.attention_op or name

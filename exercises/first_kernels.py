@@ -87,7 +87,7 @@ WIDE_HINT = ("compute c and r in long long (blockIdx.y * (long long)blockDim.y +
              "int offset wraps around to a negative one")
 
 
-def _reserved(numel: int) -> tuple[torch.Tensor, torch.Tensor]:
+def reserved(numel: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Two float32 tensors of ``numel`` elements, reserved with MAP_NORESERVE (no page committed
     until it is touched; reading an untouched one gives 0) and 8 GiB apart, so that an int32
     element offset from one (at most 2^31 elements, 8 GiB, either way) never lands in the other.
@@ -113,7 +113,7 @@ def _flip_past_2_31(source: str) -> dict:
              "allocated; its four corner blocks run)")
     print(json.dumps({"case": label}), flush=True)
     try:
-        x, y = (t.view(rows, cols) for t in _reserved(rows * cols))
+        x, y = (t.view(rows, cols) for t in reserved(rows * cols))
     except OSError as err:
         return {"unsupported": f"this CPU cannot reserve 25 GiB of address space for offsets "
                                f"past 2^31 elements ({err})"}

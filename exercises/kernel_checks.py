@@ -74,6 +74,7 @@ CHILDREN = {
     "rmsnorm.backward": "exercises.rmsnorm:backward_child",
     "first_kernels.flip_rows": "exercises.first_kernels:flip_child",
     "first_kernels.histogram": "exercises.first_kernels:histogram_child",
+    "patterns.block_scan": "exercises.patterns:block_scan_child",
     "nvrtc.tiled_matmul": "exercises.tiled_matmul:tiled_matmul_child",
     # the Triton puzzles of lesson 03, where the GPU's Triton cannot interpret a copy
     **{f"puzzles.{name}": "exercises.puzzle_child:puzzle_child" for name in (

@@ -49,16 +49,19 @@ KERNEL_EXERCISES = ("fusion.reverse", "fusion.silu_mul",
                     "attention.backward_dkdv",
                     "attention_variants.window_range", "attention_variants.varlen_locate",
                     "attention_variants.combine_splits", "attention_variants.flash_tiles",
+                    "attention_variants.flash_triton",
                     "hopper_attention.pingpong",
                     "hopper_backward.quantize", "hopper_backward.dq_add",
-                    "model.swap", "model.predict",
+                    "model.swap", "model.predict", "model.cross_entropy",
                     "distributed.halves", "distributed.fsdp_backward", "distributed.pipeline",
                     "distributed.one_shot",
                     "puzzles.add", "puzzles.add_blocks", "puzzles.outer", "puzzles.outer_blocks",
                     "puzzles.row_sum", "puzzles.long_sum", "puzzles.col_sum", "puzzles.softmax",
                     "puzzles.long_softmax", "puzzles.matvec", "puzzles.dot", "puzzles.attention",
                     "rmsnorm.backward", "triton_tools.transpose",
-                    "first_kernels.flip_rows", "first_kernels.histogram")
+                    "first_kernels.flip_rows", "first_kernels.histogram",
+                    "patterns.block_scan",
+                    "nvrtc.tiled_matmul")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,17 @@ def answer_source(*entry: Callable) -> str:
         fn = obj.fn if isinstance(obj, kernels) else obj
         if fn.__name__ in functions:
             return
+        if isinstance(fn, type):  # a class (a torch.autograd.Function): its methods, followed
+            functions[fn.__name__] = class_source(fn)
+            for member in vars(fn).values():
+                if isinstance(getattr(member, "__func__", member), types.FunctionType):
+                    follow(getattr(member, "__func__", member))
+            return
         functions[fn.__name__] = textwrap.dedent(inspect.getsource(fn))
+        follow(fn)
+
+    def follow(fn) -> None:
+        """What ``fn`` names: modules imported, number constants kept, functions visited."""
         for name in fn.__code__.co_names:
             value = fn.__globals__.get(name)
             if isinstance(value, types.ModuleType):
@@ -57,6 +67,17 @@ def answer_source(*entry: Callable) -> str:
     for fn in entry:
         visit(fn)
     return "\n".join(dict.fromkeys(lines)) + "\n\n\n" + "\n\n\n".join(functions.values())
+
+
+def class_source(cls: type) -> str:
+    """The text of a class, rebuilt from its methods' source (a class defined in a notebook's
+    ``__main__`` has no file for ``inspect.getsource`` to read; its functions have)."""
+    bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__)
+    methods = [textwrap.indent(textwrap.dedent(inspect.getsource(getattr(m, "__func__", m))),
+                               "    ")
+               for m in vars(cls).values()
+               if isinstance(getattr(m, "__func__", m), types.FunctionType)]
+    return f"class {cls.__name__}({bases}):\n" + "\n".join(methods)
 
 
 def imported(source: str) -> types.ModuleType:

@@ -14,6 +14,7 @@ import course_utils.env  # noqa: F401  isort: skip
 from kernels import (  # noqa: F401
     add,
     attention,
+    cross_entropy,
     first_kernels,
     gelu,
     histogram,
@@ -22,6 +23,7 @@ from kernels import (  # noqa: F401
     row_sum,
     scaled_attention,
     scaled_matmul,
+    scan,
     softmax,
     strided_copy,
 )

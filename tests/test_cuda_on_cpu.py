@@ -256,10 +256,10 @@ def test_blocks_runs_only_the_named_blocks(kernels):
 def test_an_int_offset_past_2_31_elements_is_caught_over_reserved_memory(kernels):
     """The last row of a matrix past 2^31 elements, reserved (MAP_NORESERVE) and never
     allocated: r * (int)cols wraps around to a negative offset, which lands before x."""
-    from exercises.first_kernels import _reserved
+    from exercises.first_kernels import reserved
 
     rows, cols = 1 << 16, (1 << 15) + 32  # 2^31 + 2^21 elements: the last row starts past 2^31
-    x, y = (t.view(rows, cols) for t in _reserved(rows * cols))
+    x, y = (t.view(rows, cols) for t in reserved(rows * cols))
     x[-1, :32] = torch.arange(32.0)
     with pytest.raises(cuda_on_cpu.KernelFault, match=r"at x\[-\d+\].*before the start of x"):
         kernels("offset_in_int")(x, y, cols, grid=(rows, 1, 1), block=32, blocks=[(rows - 1,)])

@@ -214,6 +214,39 @@ def _rmsnorm_edges(dtype, device) -> Iterator[Edge]:
     yield "eps = 0, 9x37", (x, w, 0.0)
 
 
+def _cross_entropy_edges(dtype, device) -> Iterator[Edge]:
+    """cross_entropy: the row problems of softmax (but no empty ones: the mean over no rows is
+    NaN), each with its targets, and the ignore_index rows."""
+    def targets(rows: int, cols: int) -> torch.Tensor:
+        return torch.randint(0, cols, (rows,), device=device)
+
+    for label, (x,) in _rows_edges(dtype, device):
+        if x.numel():
+            yield label, (x, targets(*x.shape))
+    x = _rand((9, 4097), dtype, device)  # (the Triton kernel's chunk is 4096 columns)
+    yield "two chunks, one column in the second, 9x4097", (x, targets(9, 4097))
+    some = targets(9, 4097)
+    some[::2] = -100
+    yield "every other row ignored 9x4097", (x, some)
+    zero = torch.tensor([0, 1, 0, 2, 5], device=device)  # rows 0 and 2 ignored
+    yield "ignore_index 0 (a class id), 5x37", (_rand((5, 37), dtype, device), zero, 0)
+
+
+def _scan_edges(dtype, device) -> Iterator[Edge]:
+    """scan: the sizes on each side of a warp (32) and of the Triton kernel's tile (4096), rows,
+    and the layouts a kernel that indexes one row-major block must refuse."""
+    for n in (1, 31, 32, 33, 4095, 4096, 4097):
+        yield f"{n} elements", (_rand((n,), dtype, device),)
+    yield "empty", (_rand((0,), dtype, device),)
+    yield "a 0-d tensor", (_rand((), dtype, device),)
+    yield "rows 3x4097", (_rand((3, 4097), dtype, device),)
+    yield "empty rows 5x0", (_rand((5, 0), dtype, device),)
+    x = _rand((9, 37), dtype, device)
+    yield "non-contiguous 9x37", (_every_other(x),)
+    yield "transposed 37x9", (x.t(),)
+    yield "misaligned x[1:] 333", (_one_element_on(x.flatten()[:333]),)
+
+
 def _histogram_edges(dtype, device) -> Iterator[Edge]:
     def values(n: int, low: int, high: int) -> torch.Tensor:
         return torch.randint(low, high, (n,), device=device, dtype=dtype)
@@ -232,7 +265,7 @@ def _histogram_edges(dtype, device) -> Iterator[Edge]:
 EDGES: dict[str, Callable[[torch.dtype, str], Iterator[Edge]]] = {
     "histogram": _histogram_edges,
     "add": _add_edges, "gelu": _gelu_edges, "row_sum": _rows_edges, "softmax": _rows_edges,
-    "rmsnorm": _rmsnorm_edges,
+    "rmsnorm": _rmsnorm_edges, "cross_entropy": _cross_entropy_edges, "scan": _scan_edges,
     "strided_copy": _strided_copy_edges, "matmul": _matmul_edges,
     "attention": _attention_edges, "scaled_matmul": _scaled_matmul_edges,
     "scaled_attention": _scaled_attention_edges,

@@ -188,11 +188,12 @@ class Kernel:
     :data:`ORDERS` (or ``order=``); :attr:`launches` keeps what each launch's accesses cost."""
 
     def __init__(self, source: str, name: str, limit: int = DEFAULT_LIMIT,
-                 seconds: float = DEFAULT_SECONDS, defines: dict | None = None):
+                 seconds: float = DEFAULT_SECONDS, defines: dict | None = None,
+                 bounds: bool = False):
         if reason := unavailable_reason():
             raise Unsupported(reason)
         self.name, self.source, self.limit, self.seconds = name, source, limit, seconds
-        self.path, self.params = build(source, name, defines)
+        self.path, self.params = build(source, name, defines, bounds)
         self._lib = ctypes.CDLL(str(self.path), mode=ctypes.RTLD_LOCAL)
         self._lib.cc_launch.restype = ctypes.c_int
         self._lib.cc_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_uint] * 6,
@@ -311,11 +312,13 @@ class Kernel:
 
 
 def kernel(source: str, name: str, limit: int = DEFAULT_LIMIT, seconds: float = DEFAULT_SECONDS,
-           defines: dict | None = None, **_ignored) -> Kernel:
+           defines: dict | None = None, bounds: bool = False, **_ignored) -> Kernel:
     """Kernel ``name`` of CUDA ``source``, compiled to run on the CPU (keyword arguments of
     :func:`course_utils.nvrtc.kernel`: ``defines`` fills a kernel file's generated header,
-    others such as ``verbose`` are accepted and ignored)."""
-    return Kernel(source, name, limit, seconds, defines)
+    others such as ``verbose`` are accepted and ignored). ``bounds``: an index past the end of
+    an array of known size (a thread's own, a ``__shared__`` one) is a fault of kind "crash"
+    (SIGILL) at its line, instead of an access to whatever lies beside the array."""
+    return Kernel(source, name, limit, seconds, defines, bounds)
 
 
 __all__ = ["CompileError", "Kernel", "KernelFault", "Launch", "Unsupported", "kernel",

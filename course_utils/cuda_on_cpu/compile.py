@@ -140,6 +140,10 @@ FLAGS = ("-std=c++17", "-fPIC", "-w")
 # the "#line" file of each instruction (with DWARF 5's file table it named the .cpp instead)
 INSTRUMENT = ("-O0", "-gdwarf-4", "-fsanitize=thread", "--param",
               "tsan-instrument-func-entry-exit=0", "-fno-inline")
+# build(..., bounds=True): an index past the end of an array whose size the compiler knows (a
+# thread's own float acc[4][4], a __shared__ tile) traps (SIGILL) where it happens, instead of
+# reading or writing a neighbour: a thread's locals are not watched otherwise
+BOUNDS = ("-fsanitize=bounds", "-fsanitize-undefined-trap-on-error")
 
 
 def _run(command: list[str], what: str) -> None:
@@ -170,12 +174,16 @@ def assembled(source: str, defines: dict | None) -> str:
     return re.sub(r'^#line (\d+) "[^"]*"', r'#line \1 "your kernel"', text, flags=re.M)
 
 
-def build(source: str, name: str, defines: dict | None = None) -> tuple[Path, list[Param]]:
-    """The shared library running kernel ``name`` of ``source`` (cached by its text)."""
+def build(source: str, name: str, defines: dict | None = None,
+          bounds: bool = False) -> tuple[Path, list[Param]]:
+    """The shared library running kernel ``name`` of ``source`` (cached by its text);
+    ``bounds``: with :data:`BOUNDS`."""
     source = assembled(source, defines)
     params = signature(source, name)
     text = host_source(source, name, params)
-    key = hashlib.sha256((text + (HERE / "device.h").read_text() + name).encode())
+    flags = (*INSTRUMENT, *BOUNDS) if bounds else INSTRUMENT
+    key = hashlib.sha256((text + (HERE / "device.h").read_text() + name
+                          + ("bounds" if bounds else "")).encode())
     runtime = _runtime_object()
     folder = env.var_dir("cuda_on_cpu")
     lib = folder / f"{name}-{key.hexdigest()[:16]}-{runtime.stem}.so"
@@ -184,7 +192,7 @@ def build(source: str, name: str, defines: dict | None = None) -> tuple[Path, li
         cpp, obj, tmp = (folder / (stem + s) for s in (".cpp", ".o", ".tmp.so"))
         cpp.write_text(text)
         try:
-            done = subprocess.run(["g++", *FLAGS, *INSTRUMENT, "-c", str(cpp), "-o", str(obj)],
+            done = subprocess.run(["g++", *FLAGS, *flags, "-c", str(cpp), "-o", str(obj)],
                                   capture_output=True, text=True)
             if done.returncode:
                 errors = [ln for ln in done.stderr.splitlines()
