@@ -39,7 +39,8 @@ def syllabus_tables() -> str:
         after = "" if name == syllabus.CORE else ", after " + ", ".join(
             sorted({f"lesson {syllabus.BY_SLUG[p].label}" for lesson in lessons
                     for p in lesson.prerequisites if syllabus.BY_SLUG[p].core}))
-        out += [f"**{heading}** ({what}; {len(lessons)} lessons, {total} min{after})", "",
+        count = f"{len(lessons)} lesson" + ("s" if len(lessons) != 1 else "")
+        out += [f"**{heading}** ({what}; {count}, {total} min{after})", "",
                 "| lesson | kind | minutes | exercises | a GPU shows |", "|---|---|---|---|---|"]
         out += [f"| {_link(lesson)} | {lesson.kind} | {lesson.minutes} | "
                 f"{len(lesson.exercises)} | {lesson.needs} |" for lesson in lessons]

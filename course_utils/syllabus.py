@@ -29,7 +29,7 @@ TRACKS = {
     "hopper": "Hopper GPUs (H100, H200): TMA, wgmma, warp specialisation, attention at "
               "cuDNN's level",
     "systems": "more than one GPU: collectives, data parallelism, kernels over symmetric memory",
-    "patterns": "the canonical parallel patterns: scan, stencil, coarsening",
+    "patterns": "the canonical parallel patterns: a scan, thread coarsening",
 }
 
 

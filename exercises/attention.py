@@ -1,8 +1,9 @@
 """Exercises of lesson 09, the forward half: attention's online softmax (attention.online_step),
 FlashAttention's inner loop (attention.attend_block) and causal block skipping
-(attention.key_range), each a ``@triton.jit`` function that runs inside a kernel of the course; and
-the helpers the lesson's checks share (where a check runs, the problems, the float64 reference, a
-fresh copy of a kernel module with the student's function patched in). The backward's dK/dV step
+(attention.key_range), each a ``@triton.jit`` function that runs inside a kernel of the course
+(what the lesson's checks share, where a check runs, the problems, the float64 scores, a fresh
+copy of a kernel module with the student's function patched in, is
+:mod:`exercises.attention_problems`). The backward's dK/dV step
 (attention.backward_dkdv) is in :mod:`exercises.attention_backward`; what the interpreter is made to
 do like a GPU (tf32 ``tl.dot``, float32 running sums) is in :mod:`exercises.triton_precision`.
 
@@ -22,37 +23,24 @@ beside its output.
 
 from __future__ import annotations
 
-import importlib.util
-import math
-import sys
-
 import torch
 
-from course_utils import env
-from exercises import CannotCheck, compare, exercise, expect, load_cell
+from exercises import compare, exercise, expect, load_cell
+from exercises.attention_problems import (
+    LN2,
+    config_of,
+    device_is_cpu,
+    exact_scores,
+    forward_with,
+    ran_on,
+    random_qkv,
+    where_checked,
+)
 from exercises.triton_precision import expect_float32, quiet, watched
 
 # the exercises close these subsections; the course's own code is shown after them
 SECTION_SOFTMAX = "Write the update"
 SECTION_FORWARD = "Write the loop body and the ranges"
-LN2 = math.log(2.0)
-
-
-def where_checked() -> tuple[str, list[torch.dtype]]:
-    """(device, dtypes) a check runs here, and says so."""
-    if env.TRITON_INTERPRET:
-        return "cpu", [torch.float32, torch.float16]
-    if not env.HAS_CUDA:
-        raise CannotCheck("Triton needs a CUDA GPU or its interpreter (TRITON_INTERPRET=1)")
-    return "cuda", [torch.float32, torch.float16, torch.bfloat16]
-
-
-def ran_on(device: str, dtypes) -> str:
-    names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
-    if device == "cpu":
-        return (f"checked in Triton's interpreter on the CPU ({names}; bf16 tl.dot is wrong in "
-                "the interpreter, so bf16 is checked on a GPU only)")
-    return f"checked compiled on {torch.cuda.get_device_name()} ({names})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,33 +187,6 @@ def attend_block(acc, m_i, l_i, q, k, v, qk_scale, key_ok, MASKED: tl.constexpr,
 '''
 
 
-def patched_module(kernel_module, name: str, fn):
-    """A fresh copy of a kernel module of the course (its file executed again as a new module)
-    with ``fn`` in place of its function ``name``: your code runs inside the lesson's kernel."""
-    label = "_attention_" + kernel_module.__name__.rsplit(".", 1)[-1]
-    spec = importlib.util.spec_from_file_location(label, kernel_module.__file__)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # (its dataclass looks itself up there while it is made)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    setattr(module, name, fn)  # the kernel finds its helpers among the module's globals
-    return module
-
-
-def forward_with(name: str, fn, seen: list[str] | None = None):
-    """The course's forward (``triton_fwd.py``) with your ``fn`` as its function ``name``;
-    with ``seen``, the interpreter records there what ``attend_block`` returns that is not
-    float32."""
-    from kernels.attention import triton_fwd
-
-    if seen is not None:
-        fn = watched(fn, ("acc", "m_new", "l_new"), seen)
-    module = patched_module(triton_fwd, name, fn)
-    return module.forward, module
-
-
 ONE_BLOCK = ("one block of keys, no mask: s = q kᵀ (tl.dot with tl.trans(k)), m_new = max(m_i, "
              "max(s) · qk_scale), p = exp2(s · qk_scale − m_new) (exp2: qk_scale holds log2 e), "
              "l = l_i · alpha + Σ p, acc = acc · alpha + p v; with float32 inputs (IEEE) both "
@@ -243,12 +204,6 @@ AFTER = ("with BLOCK_M = 2 · BLOCK_N the first queries of a diagonal block see 
 LSE = ("the output is right, but the log-sum-exp the kernel saves for the backward "
        "(m_i + log2 l_i) is not: m_i must be the running maximum of s · qk_scale, in log2 units, "
        "and l_i the sum of 2^(s · qk_scale − m_i)")
-
-
-def random_qkv(device, dtype, b, h, sq, sk, d, scale=1.0):
-    """Fresh q, k, v: ``scale`` makes the scores large (q and k); v stays unit-sized."""
-    return [(c * torch.randn(b, h, s, d, device=device)).to(dtype)
-            for s, c in ((sq, scale), (sk, scale), (sk, 1.0))]
 
 
 def _attention_cases(device: str, dtype: torch.dtype, causal_only: bool = False):
@@ -277,16 +232,6 @@ def _attention_cases(device: str, dtype: torch.dtype, causal_only: bool = False)
          qkv(1, 1, 70, 45, 32, scale=6.0), True, (64, 32), AFTER)]
 
 
-def exact_scores(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """float64 ``(scaled scores, masked)`` of a problem: what the output and lse come from."""
-    s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    if causal:
-        sq, sk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=s.device).triu(1),
-                          float("-inf"))
-    return s
-
-
 def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = "",
                    seen: list[str] | None = None) -> int:
     """Compare ``forward``'s output with the eager reference, and the log-sum-exp it saves for
@@ -313,11 +258,6 @@ def _check_forward(forward, device: str, dtypes, causal_only: bool, hint: str = 
     return checked // len(dtypes)
 
 
-def config_of(forward, block_m: int, block_n: int):
-    """The forward's own ``Config`` (of the module it was defined in) with these blocks."""
-    return forward.__globals__["Config"](block_m, block_n)
-
-
 def _gpu_ratio(report, forward, causal: bool, label: str, target: float) -> None:
     """On a GPU: your forward at B=4, H=16, S=4096, D=128 bf16 against SDPA's flash backend."""
     if device_is_cpu():
@@ -334,10 +274,6 @@ def _gpu_ratio(report, forward, causal: bool, label: str, target: float) -> None
     report.line(timing.verdict(f"{label} ≥ {target}× SDPA flash", f"{flash / mine:.2f}×",
                                flash / mine >= target, "B=4, H=16, S=4096, D=128, bf16, "
                                "same run"))
-
-
-def device_is_cpu() -> bool:
-    return env.TRITON_INTERPRET or not env.HAS_CUDA
 
 
 @exercise("attention.attend_block", title="FlashAttention's inner loop", stub=ATTEND_STUB,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from exercises import compare, exercise
-from exercises.attention import (
+from exercises.attention_problems import (
     device_is_cpu,
     exact_scores,
     patched_module,

@@ -21,7 +21,7 @@ import math
 import torch
 
 from exercises import compare, exercise, load_cell
-from exercises.attention import LN2, patched_module, ran_on, where_checked
+from exercises.attention_problems import LN2, patched_module, ran_on, where_checked
 from exercises.triton_precision import quiet
 
 # the exercise closes this subsection of section 3

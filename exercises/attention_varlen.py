@@ -23,7 +23,7 @@ import torch
 import triton
 
 from exercises import compare, exercise, expect, load_cell
-from exercises.attention import LN2, patched_module, ran_on, where_checked
+from exercises.attention_problems import LN2, patched_module, ran_on, where_checked
 from exercises.triton_precision import quiet
 from kernels.attention.varlen import cumulative
 

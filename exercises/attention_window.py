@@ -18,7 +18,14 @@ import math
 import torch
 
 from exercises import compare, exercise, expect
-from exercises.attention import LN2, config_of, forward_with, ran_on, random_qkv, where_checked
+from exercises.attention_problems import (
+    LN2,
+    config_of,
+    forward_with,
+    ran_on,
+    random_qkv,
+    where_checked,
+)
 from exercises.triton_precision import quiet
 
 # the exercise closes this subsection of section 3

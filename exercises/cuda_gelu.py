@@ -26,6 +26,7 @@ from exercises import (
     exercise,
     expect,
     kernel_checks,
+    sentinels,
 )
 
 SCALE_CU = kernel_checks.CUDA_DIR / "scale_buggy.cu"
@@ -152,11 +153,11 @@ def silu_child(source: str, small: bool) -> dict:
         made = torch.randn(n, device=device)
         if small:  # each its own allocation (a view 1-3 elements into one when misaligned)
             x = made if not ox else torch.randn(n + ox, device=device)[ox:]
-            y = torch.full((n + oy,), kernel_checks.FENCE, device=device)[oy:]
+            y = torch.full((n + oy,), sentinels.FENCE, device=device)[oy:]
             outside = lambda: None  # noqa: E731  (memcheck sees it)
         else:
-            x = kernel_checks.poisoned(made, pad=64, offset=ox)
-            y, outside = kernel_checks.fenced(n, device, pad=64, offset=oy)
+            x = sentinels.poisoned(made, pad=64, offset=ox)
+            y, outside = sentinels.fenced(n, device, pad=64, offset=oy)
         before = x.clone()
         _silu_launch(kernel, x, y)
         kernel_checks.synchronize()

@@ -73,7 +73,7 @@ CHILDREN = {
     "hopper_backward.dq_add": "exercises.hopper_backward_dq_add_gpu:dq_add_child",
     "rmsnorm.backward": "exercises.rmsnorm:backward_child",
     "first_kernels.flip_rows": "exercises.first_kernels:flip_child",
-    "first_kernels.histogram": "exercises.first_kernels:histogram_child",
+    "first_kernels.histogram": "exercises.first_kernels_histogram:histogram_child",
     "patterns.block_scan": "exercises.patterns:block_scan_child",
     "nvrtc.tiled_matmul": "exercises.tiled_matmul:tiled_matmul_child",
     # the Triton puzzles of lesson 03, where the GPU's Triton cannot interpret a copy
@@ -83,9 +83,6 @@ CHILDREN = {
     # lesson 13's, the same engine
     "triton_tools.transpose": "exercises.puzzle_child:puzzle_child",
 }
-GUARD = 1024  # elements of NaN past the end of an output: a write there is a bug
-POISON = float("nan")  # around an input: a read outside it whose value is used turns NaN
-FENCE = -1.0e30  # around an output: no kernel of these exercises writes it (NaN may be written)
 SPLICED = ("the line numbers count from the first line of the kernel file the cell above shows, "
            "with your code in place of the '==== your code' line")
 WHOLE = "the line numbers count from the first line of your source string"
@@ -291,45 +288,6 @@ def cpu_launches(kernel: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # On a GPU: the student's kernel in a child process, then under compute-sanitizer
 # --------------------------------------------------------------------------------------------
-
-
-def guarded(n: int, device: str, guard: int = GUARD) -> tuple[torch.Tensor, torch.Tensor]:
-    """(an output of n float32, the NaN guard right after it): the kernel may write the output
-    and nothing else; any guard element no longer NaN is a write past the end."""
-    buffer = torch.full((n + guard,), float("nan"), device=device)
-    return buffer[:n], buffer[n:]
-
-
-def poisoned(x: torch.Tensor, pad: int = GUARD, offset: int = 0) -> torch.Tensor:
-    """A copy of ``x`` (contiguous, same shape) inside a buffer of NaN, ``pad + offset``
-    elements before it and ``pad`` after: a kernel that reads outside ``x`` and uses the value
-    gets NaN. With ``pad`` a multiple of 4 and ``offset`` 0 it keeps a fresh tensor's 16-byte
-    alignment; ``offset`` 1-3 puts it 4-12 bytes off."""
-    buffer = torch.full((x.numel() + 2 * pad + offset,), POISON, device=x.device, dtype=x.dtype)
-    inner = buffer[pad + offset:pad + offset + x.numel()].view(x.shape)
-    inner.copy_(x)
-    return inner
-
-
-def fenced(n: int, device: str, pad: int = GUARD, offset: int = 0):
-    """(an output of n float32 filled with :data:`FENCE`, a function that says where the kernel
-    wrote outside it, or None): ``pad`` fence elements on each side (``offset`` more before
-    it, for a misaligned output). A write before the start is caught as well as one past the
-    end, whatever value it writes (NaN included)."""
-    buffer = torch.full((n + 2 * pad + offset,), FENCE, device=device)
-    start = pad + offset
-    out = buffer[start:start + n]
-
-    def outside() -> str | None:
-        after = torch.nonzero(buffer[start + n:] != FENCE)
-        if len(after):
-            return f"past the end of y (element {n + int(after[0])}, y has {n})"
-        before = torch.nonzero(buffer[:start] != FENCE)
-        if len(before):
-            return f"before the start of y (element {int(before[-1]) - start})"
-        return None
-
-    return out, outside
 
 
 def child_source_file(id: str, source: str) -> Path:

@@ -21,6 +21,7 @@ from exercises import (
     expect,
     kernel_checks,
     sass_checks,
+    sentinels,
 )
 from exercises.sass_checks import Need
 from exercises.smem_probe import SMEM_TILE, ProbeUnavailable, expect_smem_accesses
@@ -146,7 +147,7 @@ def smem_child(program: str, small: bool) -> dict:
         a = torch.randn(m, k, device=device)
         bt = torch.randn(n, k, device=device)  # B column-major: the rows of bt are B's columns
         # whole tile rows of C past its end: a block's rows past M land there
-        c, guard = kernel_checks.guarded(m * n, device, guard=2 * SMEM_TILE * max(n, SMEM_TILE))
+        c, guard = sentinels.guarded(m * n, device, guard=2 * SMEM_TILE * max(n, SMEM_TILE))
         c = c.view(m, n)
         launch(a, bt, c, m, n, k)
         kernel_checks.synchronize()

@@ -21,6 +21,7 @@ from exercises import (
     kernel_checks,
     load_cell,
     needs,
+    sentinels,
 )
 from exercises.kernel_checks import compile_answer
 
@@ -377,8 +378,8 @@ def divergence_child(source: str, small: bool) -> dict:
         if small:
             x, y, outside = made, torch.empty(n, device=device), (lambda: None)
         else:
-            x = kernel_checks.poisoned(made, pad=64)
-            y, outside = kernel_checks.fenced(n, device, pad=64)
+            x = sentinels.poisoned(made, pad=64)
+            y, outside = sentinels.fenced(n, device, pad=64)
         kernel(x, y, n, grid=max(1, -(-n // DIVERGENCE_THREADS)), block=DIVERGENCE_THREADS)
         kernel_checks.synchronize()
         if where := outside():

@@ -22,7 +22,7 @@ import json
 import torch
 
 from exercises import Mismatch
-from exercises.kernel_checks import FENCE, fenced, poisoned
+from exercises.sentinels import FENCE, fenced, poisoned
 
 BLOCK = 256  # threads per block = elements per tile
 WARP = 32
@@ -224,7 +224,7 @@ WIDE_HINT = ("compute i in 64 bits: long long i = (long long)blockIdx.x * blockD
 def run_wide(kernel) -> dict:
     """:data:`WIDE_N` on this CPU, its last two blocks only: the child's verdict."""
     from course_utils import cuda_on_cpu
-    from exercises.first_kernels import reserved
+    from course_utils.cuda_on_cpu import reserved
 
     label = (f"n = 2^32 + {WIDE_N - (1 << 32)} (x and y reserved, not allocated; the last two "
              "blocks run)")

@@ -20,7 +20,6 @@ from course_utils import env
 from exercises import Mismatch, Report, compare, sass_checks
 from exercises.access_checks import expect_access
 from exercises.kernel_checks import (
-    FENCE,
     NOT_TIMED,
     WHOLE,
     compile_answer,
@@ -28,12 +27,11 @@ from exercises.kernel_checks import (
     device,
     expect_child_ok,
     expect_source,
-    fenced,
     load,
-    poisoned,
     run_child,
     sanitize,
 )
+from exercises.sentinels import FENCE, fenced, poisoned
 
 
 @dataclass(frozen=True)

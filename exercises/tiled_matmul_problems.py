@@ -222,7 +222,7 @@ def run_wide(kernel, problem: Problem) -> str | None:
     """``problem.wide`` ("C", "A" or "B") past 2^31 elements, reserved (not allocated) on the
     CPU runner, only some blocks run (C: its four corners; A: its last block row; B: its last
     block): None when right, else why it could not run here (a wrong one raises)."""
-    from exercises.first_kernels import reserved
+    from course_utils.cuda_on_cpu import reserved
 
     m, n, k = problem.m, problem.n, problem.k
     gx, gy = grid_of(m, n)

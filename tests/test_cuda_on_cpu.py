@@ -256,7 +256,7 @@ def test_blocks_runs_only_the_named_blocks(kernels):
 def test_an_int_offset_past_2_31_elements_is_caught_over_reserved_memory(kernels):
     """The last row of a matrix past 2^31 elements, reserved (MAP_NORESERVE) and never
     allocated: r * (int)cols wraps around to a negative offset, which lands before x."""
-    from exercises.first_kernels import reserved
+    from course_utils.cuda_on_cpu import reserved
 
     rows, cols = 1 << 16, (1 << 15) + 32  # 2^31 + 2^21 elements: the last row starts past 2^31
     x, y = (t.view(rows, cols) for t in reserved(rows * cols))

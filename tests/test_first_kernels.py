@@ -10,6 +10,7 @@ import torch
 import kernels
 from course_utils import device_stdout, env, requirements
 from exercises import first_kernels as first_kernels_exercises
+from exercises import first_kernels_histogram as histogram_exercise
 from exercises import nvrtc
 from kernels import first_kernels
 from kernels.histogram import nvrtc as histogram_nvrtc
@@ -43,11 +44,11 @@ def test_the_histograms_compile_to_global_and_shared_atomics():
     plain = _report(histogram_nvrtc.compile_histogram("global", arch="sm_90", verbose=False))
     shared = _report(histogram_nvrtc.compile_histogram("shared", 512, arch="sm_90",
                                                        verbose=False))
-    assert (plain.count(*first_kernels_exercises.GLOBAL_ATOMICS) == 1
+    assert (plain.count(*histogram_exercise.GLOBAL_ATOMICS) == 1
             and plain.count("ATOMS", "BAR") == 0)
     assert shared.count("ATOMS") >= 1 and shared.count("BAR") == 2
     # the exercise's check agrees
-    assert first_kernels_exercises.histogram_order(shared.sass) is None
+    assert histogram_exercise.histogram_order(shared.sass) is None
 
 
 def test_the_order_check_names_a_missing_barrier():
@@ -61,7 +62,7 @@ def test_the_order_check_names_a_missing_barrier():
         exec(solutions.WRONG["first_kernels.histogram"][label], names)
         found = sass_checks.sass_report(kernel_checks.compile_answer(
             names["HISTOGRAM_SOURCE"], "histogram_shared", "t"))
-        assert words in (first_kernels_exercises.histogram_order(found.sass) or ""), label
+        assert words in (histogram_exercise.histogram_order(found.sass) or ""), label
 
 
 def test_histogram_rejects_bad_arguments_naming_them():

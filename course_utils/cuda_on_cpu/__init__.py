@@ -321,5 +321,24 @@ def kernel(source: str, name: str, limit: int = DEFAULT_LIMIT, seconds: float = 
     return Kernel(source, name, limit, seconds, defines, bounds)
 
 
+def reserved(numel: int):
+    """Two float32 CPU tensors of ``numel`` elements, reserved with MAP_NORESERVE (no page
+    committed until it is touched; reading an untouched one gives 0) and 8 GiB apart, so that
+    an int32 element offset from one (at most 2^31 elements, 8 GiB, either way) never lands in
+    the other: the operands of a problem past 2^31 elements of which only some blocks run
+    (``blocks=``). An OSError where the system refuses the reservation (strict overcommit)."""
+    import mmap
+
+    import torch
+
+    gap = 4 << 31
+    # MAP_NORESERVE is 0x4000 on Linux x86-64 and arm64; Python names it from 3.12 on
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000)
+    memory = mmap.mmap(-1, 2 * 4 * numel + gap, flags=flags)
+    x = torch.frombuffer(memory, dtype=torch.float32, count=numel)
+    y = torch.frombuffer(memory, dtype=torch.float32, count=numel, offset=4 * numel + gap)
+    return x, y  # (each keeps the mapping alive; it is unmapped when both are gone)
+
+
 __all__ = ["CompileError", "Kernel", "KernelFault", "Launch", "Unsupported", "kernel",
-           "unavailable_reason"]
+           "reserved", "unavailable_reason"]
