@@ -2,6 +2,7 @@
 cells and tests that skipped for a missing optional extra are listed at the end of the run."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ def pytest_configure(config):
 # parametrised cases goes to a worker of its own, where a whole file would queue for minutes
 # in one; every other file stays whole in one worker (a notebook's cells share one kernel).
 SPREAD = ("tests/test_exercises.py", "tests/test_supports_edges.py")
+# ...except the cases of an exercise whose check keeps rank processes between its checks (four
+# gloo processes that each import torch: most of a check's time): those stay together in one
+# worker, one after another, so that every case after the first finds the ranks started
+POOLED = re.compile(r"\[(distributed\.(?:halves|fsdp_backward))\b")
 
 
 # (optional: `pytest -p no:xdist`, or a machine without pytest-xdist, has no such hook, and a
@@ -37,7 +42,10 @@ def pytest_xdist_make_scheduler(config, log):
     class CaseByCaseWhereSlow(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return nodeid if path in SPREAD and "[" in nodeid else path
+            if path not in SPREAD or "[" not in nodeid:
+                return path
+            pooled = POOLED.search(nodeid)
+            return f"{path}::{pooled[1]}" if pooled else nodeid
 
     return CaseByCaseWhereSlow(config, log)
 

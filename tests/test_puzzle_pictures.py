@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import footprints, puzzles
+from exercises import catalogue, footprints, puzzles
 from exercises.puzzle_checks import footprint
 from exercises.solutions.puzzles import SOLUTIONS, WRONG
 
@@ -120,7 +120,7 @@ def test_a_picture_that_fails_is_one_line_and_the_verdict_stands(monkeypatch):
     def broken(kernel):
         raise RuntimeError("boom\nand a long log after it")
 
-    monkeypatch.setitem(exercises._REGISTRY, ex.id, dataclasses.replace(ex, picture=broken))
+    monkeypatch.setitem(catalogue._REGISTRY, ex.id, dataclasses.replace(ex, picture=broken))
     result = exercises.run_check(ex.id, _kernel(ex.id, WRONG["puzzles.add"]["a copy"]))
     assert result.status == "not yet" and "elements differ" in str(result)
     assert result.lines[-1] == "(no picture of what your code did: RuntimeError: boom)"
