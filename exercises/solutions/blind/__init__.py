@@ -16,10 +16,25 @@ source``, the label saying what the mistake is); :data:`BLIND` gathers them by e
 answer found to behave exactly like the solution on every input (its "mistake" changes no
 value the exercise can produce) stays in ``BLIND`` and is listed in the module's
 ``EQUIVALENT[label] = why``, gathered in :data:`EQUIVALENT`: the harness reports it, runs none.
+
+Most of a wrong whole kernel is right, so a long module keeps its first answer whole and the
+others as that answer with its own mistake swapped in (:func:`edited`): a reader sees each
+mistake, not eight copies of one kernel.
 """
 
 import importlib
 import pkgutil
+
+
+def edited(base: str, edits: list[tuple[str, str]]) -> str:
+    """``base`` with each ``(old, new)`` applied in turn; each ``old`` must occur exactly once."""
+    for old, new in edits:
+        if base.count(old) != 1:
+            raise ValueError(f"edit expected its old text once in the answer, found it "
+                             f"{base.count(old)} times: {old[:60]!r}")
+        base = base.replace(old, new)
+    return base
+
 
 BLIND: dict[str, dict[str, str]] = {}
 EQUIVALENT: dict[str, dict[str, str]] = {}
